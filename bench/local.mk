@@ -1,0 +1,1 @@
+# bench: see the top-level Makefile.am

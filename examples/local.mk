@@ -1,0 +1,1 @@
+# examples: see the top-level Makefile.am

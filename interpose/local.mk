@@ -1,0 +1,1 @@
+# interpose: see the top-level Makefile.am

@@ -1,0 +1,17 @@
+# libmemtrace: the recorder core. libmemtrace_core is the same code as a
+# convenience library, so tests can reach the hidden internals.
+noinst_LTLIBRARIES += libmemtrace_core.la
+libmemtrace_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
+libmemtrace_core_la_SOURCES = \
+	libtrace/util.c libtrace/util.h \
+	libtrace/recorder.c libtrace/recorder.h \
+	libtrace/strings.c libtrace/strings.h \
+	libtrace/stack.c libtrace/stack.h \
+	libtrace/symbolize.c libtrace/symbolize.h
+libmemtrace_core_la_LIBADD = $(MEMTRACE_DEPLIBS)
+
+lib_LTLIBRARIES += libmemtrace.la
+libmemtrace_la_SOURCES =
+libmemtrace_la_LIBADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+libmemtrace_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0
+include_HEADERS += libtrace/memtrace.h

@@ -1,0 +1,1 @@
+# libtrace: see the top-level Makefile.am

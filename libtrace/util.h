@@ -1,0 +1,59 @@
+/* util.h: small helpers safe on hot and interposed paths: no stdio, no libc malloc. */
+#ifndef MEMTRACE_UTIL_H
+#define MEMTRACE_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MT_HIDDEN        __attribute__((visibility("hidden")))
+#define MT_LIKELY(x)     __builtin_expect(!!(x), 1)
+#define MT_UNLIKELY(x)   __builtin_expect(!!(x), 0)
+#define MT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t mt_now_ns(void);
+/* CLOCK_REALTIME in nanoseconds. */
+uint64_t mt_wall_ns(void);
+/* Kernel thread id of the caller, cached per thread. */
+uint32_t mt_gettid(void);
+
+/* Formats into buf like snprintf for %s %d %u %ld %lu %lld %llu %zu %x %lx %llx %p %%
+ * only, with no locale and no malloc. Always NUL-terminates (if size > 0); returns
+ * the length written. */
+size_t mt_vformat(char *buf, size_t size, const char *fmt, va_list ap);
+size_t mt_format(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Writes "memtrace: <message>\n" to stderr with write(2). */
+void mt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Anonymous memory straight from mmap, zeroed; NULL on failure. Sizes are rounded
+ * to pages. */
+void *mt_map(size_t size);
+void mt_unmap(void *p, size_t size);
+
+/* A bump arena over mmap'd blocks, for tables that only grow (strings, stacks).
+ * Not thread-safe: callers hold their own lock. */
+struct mt_arena {
+    char *cur;
+    size_t left;
+};
+void *mt_arena_alloc(struct mt_arena *a, size_t size, size_t align);
+
+/* Writes all of buf to fd, retrying on EINTR and short writes. 0 or -errno. */
+int mt_write_all(int fd, const void *buf, size_t len);
+
+/* 64-bit hash (FNV-1a folded with a mixer) of len bytes. */
+uint64_t mt_hash_bytes(const void *p, size_t len);
+static inline uint64_t mt_hash_u64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+#endif

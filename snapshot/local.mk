@@ -1,0 +1,1 @@
+# snapshot: see the top-level Makefile.am

@@ -1,0 +1,70 @@
+/* writer.h: writing .memtrace files chunk by chunk (internal to libmemtrace).
+ *
+ * Each call writes exactly one self-delimiting, zlib-compressed chunk with write(2)
+ * and returns only when the chunk is in the kernel: a process killed after a call
+ * returns leaves a file readable up to and including that chunk. Tables are written
+ * incrementally: a chunk of strings, frames or stack nodes continues the ids where
+ * the previous one of its kind stopped, and the recorder writes table entries before
+ * the first event or segment that refers to them. Not thread-safe: one writer, one
+ * thread at a time. May allocate (never called from hot paths). */
+#ifndef MEMTRACE_WRITER_H
+#define MEMTRACE_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtrace.h"
+
+struct mt_writer;
+
+/* A frame as stored: strings by id in the file's string table. */
+struct mt_frame_rec {
+    uint64_t ip;
+    uint64_t offset;
+    uint32_t module;
+    uint32_t symbol;
+    uint32_t file;
+    uint32_t line;
+};
+
+/* Creates path (truncating it), writes the file header. 0, MEMTRACE_EIO (errno kept)
+ * or MEMTRACE_ENOMEM. */
+int mt_writer_open(struct mt_writer **out, const char *path);
+
+/* Metadata as a JSON object text; a later META chunk adds to and overrides keys of
+ * earlier ones. MEMTRACE_EINVAL if json is not an object. */
+int mt_writer_meta(struct mt_writer *w, const char *json);
+
+/* Strings with ids first_id .. first_id + n - 1; first_id must follow the last id
+ * written (1 for the first call). MEMTRACE_EINVAL otherwise. */
+int mt_writer_strings(struct mt_writer *w, uint32_t first_id, size_t n,
+                      const char *const *s);
+
+/* Frames with ids first_id .. first_id + n - 1, same rule. */
+int mt_writer_frames(struct mt_writer *w, uint32_t first_id, size_t n,
+                     const struct mt_frame_rec *f);
+
+/* Stack trie nodes with ids first_id .. first_id + n - 1, same rule; node i has
+ * parent[i] (0 = root, else an id already written or earlier in this call) and
+ * frame[i] (an id already written). */
+int mt_writer_stacks(struct mt_writer *w, uint32_t first_id, size_t n,
+                     const uint32_t *parent, const uint32_t *frame);
+
+/* Events in recording order (time_ns need not be monotonic across threads). */
+int mt_writer_events(struct mt_writer *w, const struct memtrace_event *ev, size_t n);
+
+/* The segment and block state at time_ns; replaces any earlier state for readers. */
+int mt_writer_state(struct mt_writer *w, uint64_t time_ns,
+                    const struct memtrace_segment *segs, size_t n);
+
+/* Writes the end record (JSON object text: totals) and closes the file; w is freed
+ * whatever the result. */
+int mt_writer_end(struct mt_writer *w, const char *json);
+
+/* Closes without an end record (the file then reads as truncated); frees w. */
+void mt_writer_abort(struct mt_writer *w);
+
+/* Bytes written so far. */
+uint64_t mt_writer_bytes(const struct mt_writer *w);
+
+#endif

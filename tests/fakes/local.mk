@@ -1,0 +1,1 @@
+# tests/fakes: see the top-level Makefile.am

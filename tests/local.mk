@@ -1,0 +1,1 @@
+# tests: see the top-level Makefile.am

@@ -1,0 +1,1 @@
+# viewer: see the top-level Makefile.am
