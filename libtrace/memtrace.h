@@ -126,10 +126,14 @@ MEMTRACE_API void memtrace_options_init(struct memtrace_options *o);
  * for an option out of range, MEMTRACE_EIO if the stream cannot be created. */
 MEMTRACE_API int memtrace_record_history(const struct memtrace_options *o);
 
+/* In a child made by fork(), recording is stopped, the history is empty and the
+ * parent's stream is left to the parent: call memtrace_record_history() again to
+ * record in the child (to a file of its own). */
+
 /* Returns 1 while recording, 0 otherwise. Cheap: meant for hot paths. */
 MEMTRACE_API int memtrace_is_recording(void);
 
-/* Records ev: fills time_ns (when 0), tid and, as the context asks, stack, then
+/* Records ev: fills time_ns (when 0), tid and, as the context asks, stack (when 0), then
  * appends the event to the history and the stream. Returns MEMTRACE_ESTATE when not
  * recording (nothing happens), MEMTRACE_EINVAL for an unknown action. Never blocks
  * on I/O for longer than it takes to hand a full buffer to the writer thread, never

@@ -1,1 +1,12 @@
-# tests: see the top-level Makefile.am
+# tests/: the recorder core's tests and the whole-tree checks. Other areas keep their
+# test rules in their own fragments.
+TEST_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+noinst_HEADERS += tests/tap.h
+
+check_PROGRAMS += tests/libtrace/recorder-t tests/libtrace/util-t
+TESTS += tests/libtrace/recorder-t tests/libtrace/util-t
+tests_libtrace_recorder_t_LDADD = $(TEST_LDADD)
+tests_libtrace_util_t_LDADD = $(TEST_LDADD)
+
+TESTS += tests/format-check.sh tests/exports-check.sh
+EXTRA_DIST += tests/format-check.sh tests/exports-check.sh

@@ -1,0 +1,973 @@
+/* recorder.c: the process's one recorder.
+ *
+ * Hot path (memtrace_record_event): stamp the event, capture and intern its stack
+ * outside any recorder lock, then under one short mutex append it to the history and,
+ * when streaming, to the stream buffer. No libc malloc, no stdio: the history is a
+ * list of mmap'd chunks, the stream has two fixed buffers.
+ *
+ * The history keeps the newest max_entries events exactly: appends go to the tail
+ * chunk, drops advance a head offset and unmap a head chunk once it is consumed.
+ *
+ * Streaming: a writer thread owns the file. Recording threads fill one buffer while
+ * the writer encodes the other; a full buffer is handed over at once, a partial one
+ * every flush_ms, so a killed process loses at most about flush_ms of events. If the
+ * writer falls behind, a recording thread waits for it rather than dropping events.
+ * Before each events chunk the writer writes the table entries (strings, symbolized
+ * frames, stack nodes) interned since its last chunk; every id an event refers to was
+ * interned before the event was appended, so the tables always come first. */
+#include "config.h"
+
+#include "recorder.h"
+
+#include "memtrace.h"
+#include "stack.h"
+#include "strings.h"
+#include "symbolize.h"
+#include "util.h"
+#include "writer.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HCHUNK_EVENTS              65536u
+#define STREAM_BUF_EVENTS          65536u
+#define DEFAULT_STREAM_MAX_ENTRIES 100000u
+#define MAX_PROVIDERS              16
+#define MAX_NESTING                32
+
+struct hchunk {
+    struct hchunk *next;
+    uint32_t n;
+    struct memtrace_event ev[HCHUNK_EVENTS];
+};
+
+struct provider {
+    memtrace_state_fn fn;
+    void *ctx;
+    int handle;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    atomic_int recording;
+    /* options in force */
+    int context;
+    size_t max_entries; /* 0 = unlimited */
+    uint32_t skip_actions;
+    int stack_depth;
+    unsigned flush_ms;
+    /* history */
+    struct hchunk *head, *tail;
+    uint32_t head_off;
+    size_t hcount;
+    uint64_t recorded, dropped;
+    int overflowed;
+    /* stream */
+    int streaming;
+    struct mt_writer *writer;
+    pthread_t writer_thread;
+    pthread_cond_t work, space;
+    struct memtrace_event *buf[2];
+    uint32_t nbuf[2];
+    int cur;         /* buffer being filled */
+    int writer_busy; /* the other buffer is with the writer */
+    int stopping;
+    int stream_error;
+    /* state providers */
+    struct provider providers[MAX_PROVIDERS];
+    int next_handle;
+} R = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .work = PTHREAD_COND_INITIALIZER,
+    .space = PTHREAD_COND_INITIALIZER,
+    .next_handle = 1,
+};
+
+/* Metadata (jansson: off the hot path) and symbolized frames, shared by the stream
+ * writer and dumps. */
+static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *meta_extra;   /* keys set by memtrace_meta_set */
+static json_t *meta_devices; /* array */
+static uint64_t meta_gen;    /* bumped on every change */
+static uint64_t start_wall_ns, start_mono_ns;
+
+static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mt_frame_rec *frame_recs; /* index = frame id */
+static uint32_t nframe_recs;            /* symbolized: ids 1..nframe_recs */
+static uint32_t frame_recs_cap;
+
+static __thread int tls_busy;
+static __thread uint32_t tls_categories[MAX_NESTING];
+static __thread int tls_ncategories;
+static __thread int tls_nannotations;
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* ---- history ---------------------------------------------------------------- */
+
+static void history_free(void)
+{
+    struct hchunk *c = R.head;
+    while (c != NULL) {
+        struct hchunk *next = c->next;
+        mt_unmap(c, sizeof *c);
+        c = next;
+    }
+    R.head = R.tail = NULL;
+    R.head_off = 0;
+    R.hcount = 0;
+}
+
+static void history_drop_oldest(size_t n)
+{
+    while (n > 0 && R.head != NULL) {
+        uint32_t avail = R.head->n - R.head_off;
+        uint32_t take = n < avail ? (uint32_t)n : avail;
+        R.head_off += take;
+        R.hcount -= take;
+        R.dropped += take;
+        n -= take;
+        if (R.head_off == R.head->n && (R.head->n == HCHUNK_EVENTS || R.head != R.tail)) {
+            struct hchunk *next = R.head->next;
+            mt_unmap(R.head, sizeof *R.head);
+            R.head = next;
+            R.head_off = 0;
+            if (R.head == NULL)
+                R.tail = NULL;
+        }
+    }
+    R.overflowed = 1;
+}
+
+/* Called with R.lock held. Returns 0, or -1 when no memory is left for a chunk (the
+ * event then only goes to the stream, and counts as dropped from the history). */
+static int history_append(const struct memtrace_event *ev)
+{
+    if (R.tail == NULL || R.tail->n == HCHUNK_EVENTS) {
+        struct hchunk *c = mt_map(sizeof *c);
+        if (c == NULL) {
+            R.dropped++;
+            R.overflowed = 1;
+            return -1;
+        }
+        if (R.tail != NULL)
+            R.tail->next = c;
+        else
+            R.head = c;
+        R.tail = c;
+    }
+    R.tail->ev[R.tail->n++] = *ev;
+    R.hcount++;
+    if (R.max_entries != 0 && R.hcount > R.max_entries)
+        history_drop_oldest(R.hcount - R.max_entries);
+    return 0;
+}
+
+/* Copies the history (oldest first) into a malloc'd array; called with R.lock. */
+static struct memtrace_event *history_copy(size_t *n)
+{
+    *n = R.hcount;
+    struct memtrace_event *out = malloc((R.hcount ? R.hcount : 1) * sizeof *out);
+    if (out == NULL)
+        return NULL;
+    size_t k = 0;
+    uint32_t off = R.head_off;
+    for (struct hchunk *c = R.head; c != NULL; c = c->next, off = 0) {
+        memcpy(out + k, c->ev + off, (c->n - off) * sizeof *out);
+        k += c->n - off;
+    }
+    return out;
+}
+
+/* ---- metadata --------------------------------------------------------------- */
+
+static json_t *argv_json(void)
+{
+    json_t *arr = json_array();
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (f == NULL)
+        return arr;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        json_array_append_new(arr, json_string(buf + i));
+    return arr;
+}
+
+static json_t *rank_json(void)
+{
+    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+                                       "LOCAL_RANK"};
+    for (size_t i = 0; i < MT_ARRAY_SIZE(vars); i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        if (v != NULL && *v != '\0') {
+            long r = strtol(v, &end, 10);
+            if (*end == '\0' && r >= 0)
+                return json_integer(r);
+        }
+    }
+    return json_null();
+}
+
+static const char *context_name(int c)
+{
+    static const char *const names[] = {"none", "state", "alloc", "all"};
+    return c >= 0 && c < 4 ? names[c] : "all";
+}
+
+/* The whole metadata object as JSON text (malloc'd). */
+static char *meta_dump(uint64_t *gen)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    json_t *m = json_object();
+    json_object_set_new(m, "format_version", json_integer(1));
+    json_object_set_new(m, "memtrace_version", json_string(PACKAGE_VERSION));
+    json_object_set_new(m, "host", json_string(host));
+    json_object_set_new(m, "pid", json_integer(getpid()));
+    json_object_set_new(m, "argv", argv_json());
+    json_object_set_new(m, "rank", rank_json());
+    pthread_mutex_lock(&R.lock);
+    json_t *opts =
+        json_pack("{s:s, s:I, s:I, s:i, s:I}", "context", context_name(R.context), "max_entries",
+                  (json_int_t)R.max_entries, "skip_actions", (json_int_t)R.skip_actions,
+                  "stack_depth", R.stack_depth, "flush_ms", (json_int_t)R.flush_ms);
+    pthread_mutex_unlock(&R.lock);
+    json_object_set_new(m, "options", opts);
+    pthread_mutex_lock(&meta_lock);
+    json_object_set_new(m, "start_time_ns", json_integer((json_int_t)start_wall_ns));
+    json_object_set_new(m, "start_monotonic_ns", json_integer((json_int_t)start_mono_ns));
+    json_object_set_new(m, "devices", meta_devices ? json_deep_copy(meta_devices) : json_array());
+    if (meta_extra != NULL)
+        json_object_update(m, meta_extra);
+    if (gen != NULL)
+        *gen = meta_gen;
+    pthread_mutex_unlock(&meta_lock);
+    char *text = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    return text;
+}
+
+int memtrace_meta_set(const char *key, const char *json)
+{
+    if (key == NULL || *key == '\0' || json == NULL)
+        return MEMTRACE_EINVAL;
+    json_error_t err;
+    json_t *v = json_loads(json, JSON_DECODE_ANY, &err);
+    if (v == NULL)
+        return MEMTRACE_EINVAL;
+    pthread_mutex_lock(&meta_lock);
+    if (meta_extra == NULL)
+        meta_extra = json_object();
+    json_object_set_new(meta_extra, key, v);
+    meta_gen++;
+    pthread_mutex_unlock(&meta_lock);
+    return 0;
+}
+
+int memtrace_device_register(int index, const char *name, uint64_t total_bytes, const char *backend)
+{
+    if (index < -1 || name == NULL || backend == NULL)
+        return MEMTRACE_EINVAL;
+    json_t *d = json_pack("{s:i, s:s, s:I, s:s}", "index", index, "name", name, "total_memory",
+                          (json_int_t)total_bytes, "backend", backend);
+    if (d == NULL)
+        return MEMTRACE_ENOMEM;
+    pthread_mutex_lock(&meta_lock);
+    if (meta_devices == NULL)
+        meta_devices = json_array();
+    size_t i;
+    json_t *old;
+    json_array_foreach(meta_devices, i, old)
+    {
+        if (json_integer_value(json_object_get(old, "index")) == index &&
+            strcmp(json_string_value(json_object_get(old, "backend")), backend) == 0)
+            break;
+    }
+    if (i < json_array_size(meta_devices))
+        json_array_set_new(meta_devices, i, d);
+    else
+        json_array_append_new(meta_devices, d);
+    meta_gen++;
+    pthread_mutex_unlock(&meta_lock);
+    return 0;
+}
+
+/* ---- tables for writers ----------------------------------------------------- */
+
+/* Symbolizes frames up to the current frame count; returns that count. */
+static uint32_t frames_symbolize(void)
+{
+    pthread_mutex_lock(&sym_lock);
+    uint32_t nf = mt_frame_count();
+    if (nf + 1 > frame_recs_cap) {
+        uint32_t cap = frame_recs_cap ? frame_recs_cap : 1024;
+        while (cap < nf + 1)
+            cap *= 2;
+        struct mt_frame_rec *n = realloc(frame_recs, cap * sizeof *n);
+        if (n == NULL) {
+            nf = nframe_recs;
+            goto out;
+        }
+        frame_recs = n;
+        frame_recs_cap = cap;
+    }
+    for (uint32_t id = nframe_recs + 1; id <= nf; id++) {
+        struct mt_symbol sym;
+        uintptr_t ip = mt_frame_ip(id);
+        mt_symbolize(ip, &sym);
+        frame_recs[id] = (struct mt_frame_rec){
+            .ip = ip,
+            .offset = sym.offset,
+            .module = mt_strings_intern(sym.module),
+            .symbol = mt_strings_intern(sym.function),
+            .file = mt_strings_intern(sym.file),
+            .line = sym.line,
+        };
+    }
+    nframe_recs = nf;
+out:
+    pthread_mutex_unlock(&sym_lock);
+    return nf;
+}
+
+struct table_marks {
+    uint32_t strings, frames, stacks;
+};
+
+/* Writes table entries interned since *marks, in dependency order. */
+static int tables_write(struct mt_writer *w, struct table_marks *marks)
+{
+    int rc = 0;
+    uint32_t ns = mt_stack_node_count();
+    uint32_t nf = frames_symbolize();
+    uint32_t nstr = mt_strings_count();
+    if (nstr > marks->strings) {
+        size_t n = nstr - marks->strings;
+        const char **s = malloc(n * sizeof *s);
+        if (s == NULL)
+            return MEMTRACE_ENOMEM;
+        for (size_t i = 0; i < n; i++)
+            s[i] = mt_strings_get(marks->strings + 1 + (uint32_t)i);
+        rc = mt_writer_strings(w, marks->strings + 1, n, s);
+        free(s);
+        if (rc != 0)
+            return rc;
+        marks->strings = nstr;
+    }
+    if (nf > marks->frames) {
+        pthread_mutex_lock(&sym_lock);
+        rc = mt_writer_frames(w, marks->frames + 1, nf - marks->frames,
+                              frame_recs + marks->frames + 1);
+        pthread_mutex_unlock(&sym_lock);
+        if (rc != 0)
+            return rc;
+        marks->frames = nf;
+    }
+    if (ns > marks->stacks) {
+        size_t n = ns - marks->stacks;
+        uint32_t *parent = malloc(n * sizeof *parent);
+        uint32_t *frame = malloc(n * sizeof *frame);
+        if (parent == NULL || frame == NULL) {
+            free(parent);
+            free(frame);
+            return MEMTRACE_ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+            mt_stack_node(marks->stacks + 1 + (uint32_t)i, &parent[i], &frame[i]);
+        rc = mt_writer_stacks(w, marks->stacks + 1, n, parent, frame);
+        free(parent);
+        free(frame);
+        if (rc != 0)
+            return rc;
+        marks->stacks = ns;
+    }
+    return 0;
+}
+
+/* ---- state ------------------------------------------------------------------ */
+
+struct state_buf {
+    struct memtrace_segment *segs;
+    size_t n, cap;
+    int failed;
+};
+
+static void state_sink(void *ctx, const struct memtrace_segment *seg)
+{
+    struct state_buf *sb = ctx;
+    if (sb->failed)
+        return;
+    if (sb->n == sb->cap) {
+        size_t cap = sb->cap ? sb->cap * 2 : 64;
+        struct memtrace_segment *n = realloc(sb->segs, cap * sizeof *n);
+        if (n == NULL) {
+            sb->failed = 1;
+            return;
+        }
+        sb->segs = n;
+        sb->cap = cap;
+    }
+    struct memtrace_segment copy = *seg;
+    struct memtrace_block *blocks = NULL;
+    if (seg->nblocks > 0) {
+        blocks = malloc(seg->nblocks * sizeof *blocks);
+        if (blocks == NULL) {
+            sb->failed = 1;
+            return;
+        }
+        memcpy(blocks, seg->blocks, seg->nblocks * sizeof *blocks);
+    }
+    copy.blocks = blocks;
+    sb->segs[sb->n++] = copy;
+}
+
+static void state_free(struct state_buf *sb)
+{
+    for (size_t i = 0; i < sb->n; i++)
+        free((void *)sb->segs[i].blocks);
+    free(sb->segs);
+}
+
+/* Collects the state from every provider; must be called without R.lock. */
+static void state_collect(struct state_buf *sb)
+{
+    struct provider p[MAX_PROVIDERS];
+    pthread_mutex_lock(&R.lock);
+    memcpy(p, R.providers, sizeof p);
+    pthread_mutex_unlock(&R.lock);
+    memset(sb, 0, sizeof *sb);
+    for (int i = 0; i < MAX_PROVIDERS; i++)
+        if (p[i].fn != NULL)
+            p[i].fn(p[i].ctx, state_sink, sb);
+}
+
+int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx)
+{
+    if (fn == NULL)
+        return MEMTRACE_EINVAL;
+    int rc = MEMTRACE_ENOMEM;
+    pthread_mutex_lock(&R.lock);
+    for (int i = 0; i < MAX_PROVIDERS; i++) {
+        if (R.providers[i].fn == NULL) {
+            R.providers[i] = (struct provider){fn, ctx, R.next_handle++};
+            rc = R.providers[i].handle;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+    return rc;
+}
+
+int memtrace_state_provider_remove(int handle)
+{
+    int rc = MEMTRACE_EINVAL;
+    pthread_mutex_lock(&R.lock);
+    for (int i = 0; i < MAX_PROVIDERS; i++) {
+        if (R.providers[i].fn != NULL && R.providers[i].handle == handle) {
+            R.providers[i] = (struct provider){0};
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&R.lock);
+    return rc;
+}
+
+static int state_write(struct mt_writer *w, struct table_marks *marks)
+{
+    struct state_buf sb;
+    uint64_t now = mt_now_ns();
+    state_collect(&sb);
+    int rc = sb.failed ? MEMTRACE_ENOMEM : tables_write(w, marks);
+    if (rc == 0)
+        rc = mt_writer_state(w, now, sb.segs, sb.n);
+    state_free(&sb);
+    return rc;
+}
+
+static char *end_json(void)
+{
+    pthread_mutex_lock(&R.lock);
+    json_t *e = json_pack("{s:I, s:I, s:b}", "events", (json_int_t)R.recorded, "dropped",
+                          (json_int_t)R.dropped, "overflowed", R.overflowed);
+    pthread_mutex_unlock(&R.lock);
+    char *text = json_dumps(e, JSON_COMPACT);
+    json_decref(e);
+    return text;
+}
+
+/* ---- the stream writer thread ----------------------------------------------- */
+
+static struct table_marks stream_marks;
+static uint64_t stream_meta_gen;
+
+static int stream_write_buffer(const struct memtrace_event *ev, size_t n)
+{
+    int rc = tables_write(R.writer, &stream_marks);
+    if (rc == 0) {
+        pthread_mutex_lock(&meta_lock);
+        int dirty = meta_gen != stream_meta_gen;
+        pthread_mutex_unlock(&meta_lock);
+        if (dirty) {
+            char *m = meta_dump(&stream_meta_gen);
+            rc = m ? mt_writer_meta(R.writer, m) : MEMTRACE_ENOMEM;
+            free(m);
+        }
+    }
+    if (rc == 0 && n > 0)
+        rc = mt_writer_events(R.writer, ev, n);
+    return rc;
+}
+
+static void *stream_main(void *arg)
+{
+    (void)arg;
+    tls_busy = 1; /* never record our own work */
+    pthread_mutex_lock(&R.lock);
+    for (;;) {
+        if (!R.writer_busy && !R.stopping) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)R.flush_ms * 1000000ULL;
+            ts.tv_sec += (time_t)(ns / 1000000000ULL);
+            ts.tv_nsec = (long)(ns % 1000000000ULL);
+            pthread_cond_timedwait(&R.work, &R.lock, &ts);
+        }
+        if (!R.writer_busy && R.nbuf[R.cur] > 0) {
+            R.cur ^= 1;
+            R.nbuf[R.cur] = 0;
+            R.writer_busy = 1;
+        }
+        int full = R.cur ^ 1;
+        int stopping = R.stopping;
+        if (R.writer_busy) {
+            pthread_mutex_unlock(&R.lock);
+            int rc = R.stream_error ? 0 : stream_write_buffer(R.buf[full], R.nbuf[full]);
+            pthread_mutex_lock(&R.lock);
+            if (rc != 0 && !R.stream_error) {
+                R.stream_error = rc;
+                mt_log("stream write failed (%s); recording goes on in memory only",
+                       memtrace_strerror(rc));
+            }
+            R.nbuf[full] = 0;
+            R.writer_busy = 0;
+            pthread_cond_broadcast(&R.space);
+            continue;
+        }
+        if (stopping && R.nbuf[R.cur] == 0)
+            break;
+    }
+    pthread_mutex_unlock(&R.lock);
+    return NULL;
+}
+
+/* Stops the writer thread and finishes the file; called without R.lock. */
+static void stream_finish(void)
+{
+    pthread_mutex_lock(&R.lock);
+    if (!R.streaming) {
+        pthread_mutex_unlock(&R.lock);
+        return;
+    }
+    R.stopping = 1;
+    pthread_cond_broadcast(&R.work);
+    pthread_mutex_unlock(&R.lock);
+    pthread_join(R.writer_thread, NULL);
+    int rc = R.stream_error;
+    if (rc == 0)
+        rc = state_write(R.writer, &stream_marks);
+    char *end = end_json();
+    if (rc == 0 && end != NULL)
+        rc = mt_writer_end(R.writer, end);
+    else
+        mt_writer_abort(R.writer);
+    free(end);
+    if (rc != 0 && !R.stream_error)
+        mt_log("could not finish the stream: %s", memtrace_strerror(rc));
+    pthread_mutex_lock(&R.lock);
+    R.writer = NULL;
+    R.streaming = 0;
+    R.stopping = 0;
+    mt_unmap(R.buf[0], STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+    mt_unmap(R.buf[1], STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+    R.buf[0] = R.buf[1] = NULL;
+    pthread_mutex_unlock(&R.lock);
+}
+
+static int stream_start(const char *path)
+{
+    struct mt_writer *w;
+    int rc = mt_writer_open(&w, path);
+    if (rc != 0)
+        return rc;
+    char *m = meta_dump(&stream_meta_gen);
+    rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
+    free(m);
+    struct memtrace_event *b0 = mt_map(STREAM_BUF_EVENTS * sizeof *b0);
+    struct memtrace_event *b1 = mt_map(STREAM_BUF_EVENTS * sizeof *b1);
+    if (rc == 0 && (b0 == NULL || b1 == NULL))
+        rc = MEMTRACE_ENOMEM;
+    if (rc != 0) {
+        mt_unmap(b0, STREAM_BUF_EVENTS * sizeof *b0);
+        mt_unmap(b1, STREAM_BUF_EVENTS * sizeof *b1);
+        mt_writer_abort(w);
+        unlink(path);
+        return rc;
+    }
+    stream_marks = (struct table_marks){0};
+    R.writer = w;
+    R.buf[0] = b0;
+    R.buf[1] = b1;
+    R.nbuf[0] = R.nbuf[1] = 0;
+    R.cur = 0;
+    R.writer_busy = 0;
+    R.stopping = 0;
+    R.stream_error = 0;
+    R.streaming = 1;
+    if (pthread_create(&R.writer_thread, NULL, stream_main, NULL) != 0) {
+        R.streaming = 0;
+        R.writer = NULL;
+        mt_writer_abort(w);
+        unlink(path);
+        return MEMTRACE_ENOMEM;
+    }
+    return 0;
+}
+
+/* Called with R.lock held. */
+static void stream_append(const struct memtrace_event *ev)
+{
+    while (R.nbuf[R.cur] == STREAM_BUF_EVENTS) {
+        if (!R.writer_busy) {
+            R.cur ^= 1;
+            R.nbuf[R.cur] = 0;
+            R.writer_busy = 1;
+            pthread_cond_signal(&R.work);
+        } else {
+            pthread_cond_wait(&R.space, &R.lock);
+        }
+        if (!R.streaming || R.stopping)
+            return;
+    }
+    R.buf[R.cur][R.nbuf[R.cur]++] = *ev;
+}
+
+/* ---- recording -------------------------------------------------------------- */
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&meta_lock);
+    pthread_mutex_lock(&sym_lock);
+    pthread_mutex_lock(&R.lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&R.lock);
+    pthread_mutex_unlock(&sym_lock);
+    pthread_mutex_unlock(&meta_lock);
+}
+
+/* The child has no writer thread: it starts with recording stopped, no stream and
+ * an empty history; it may start its own recording. */
+static void atfork_child(void)
+{
+    pthread_mutex_init(&R.lock, NULL);
+    pthread_mutex_init(&sym_lock, NULL);
+    pthread_mutex_init(&meta_lock, NULL);
+    pthread_cond_init(&R.work, NULL);
+    pthread_cond_init(&R.space, NULL);
+    mt_strings_atfork_child();
+    mt_stack_atfork_child();
+    atomic_store(&R.recording, 0);
+    if (R.streaming) {
+        /* The parent still writes this file: just forget it. */
+        R.writer = NULL;
+        R.streaming = 0;
+        mt_unmap(R.buf[0], STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+        mt_unmap(R.buf[1], STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+        R.buf[0] = R.buf[1] = NULL;
+    }
+    history_free();
+    R.recorded = R.dropped = 0;
+    R.overflowed = 0;
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+void memtrace_options_init(struct memtrace_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->context = MEMTRACE_CONTEXT_ALL;
+    o->stack_depth = 32;
+    o->flush_ms = 1000;
+}
+
+static int options_check(const struct memtrace_options *o)
+{
+    if (o->context < MEMTRACE_CONTEXT_NONE || o->context > MEMTRACE_CONTEXT_ALL)
+        return MEMTRACE_EINVAL;
+    if (o->stack_depth < 0 || o->stack_depth > MEMTRACE_MAX_FRAMES)
+        return MEMTRACE_EINVAL;
+    if (o->flush_ms == 0 || o->flush_ms > 3600000)
+        return MEMTRACE_EINVAL;
+    if (o->skip_actions >> MEMTRACE_ACTION_COUNT)
+        return MEMTRACE_EINVAL;
+    return 0;
+}
+
+int memtrace_record_history(const struct memtrace_options *o)
+{
+    pthread_once(&atfork_once, register_atfork);
+    if (o == NULL) {
+        pthread_mutex_lock(&R.lock);
+        atomic_store(&R.recording, 0);
+        pthread_mutex_unlock(&R.lock);
+        stream_finish();
+        return 0;
+    }
+    int rc = options_check(o);
+    if (rc != 0)
+        return rc;
+    int starting = !atomic_load(&R.recording);
+    if (starting) {
+        pthread_mutex_lock(&meta_lock);
+        start_wall_ns = mt_wall_ns();
+        start_mono_ns = mt_now_ns();
+        pthread_mutex_unlock(&meta_lock);
+    }
+    pthread_mutex_lock(&R.lock);
+    R.context = o->context;
+    R.skip_actions = o->skip_actions;
+    R.stack_depth = o->stack_depth;
+    R.flush_ms = o->flush_ms;
+    R.max_entries = o->max_entries;
+    if (R.max_entries == 0 && (o->stream_path != NULL || R.streaming))
+        R.max_entries = DEFAULT_STREAM_MAX_ENTRIES;
+    if (starting) {
+        history_free();
+        R.recorded = R.dropped = 0;
+        R.overflowed = 0;
+    } else if (R.max_entries != 0 && R.hcount > R.max_entries) {
+        history_drop_oldest(R.hcount - R.max_entries);
+    }
+    if (o->stream_path != NULL && !R.streaming) {
+        pthread_mutex_unlock(&R.lock);
+        rc = stream_start(o->stream_path); /* takes no R.lock until the thread runs */
+        pthread_mutex_lock(&R.lock);
+    }
+    if (rc == 0)
+        atomic_store(&R.recording, 1);
+    pthread_mutex_unlock(&R.lock);
+    return rc;
+}
+
+int memtrace_is_recording(void)
+{
+    return atomic_load_explicit(&R.recording, memory_order_relaxed);
+}
+
+static bool wants_stack(int context, int action)
+{
+    switch (context) {
+    case MEMTRACE_CONTEXT_STATE:
+        return action == MEMTRACE_ALLOC;
+    case MEMTRACE_CONTEXT_ALLOC:
+        return action == MEMTRACE_ALLOC || action == MEMTRACE_SEGMENT_ALLOC ||
+               action == MEMTRACE_SEGMENT_MAP || action == MEMTRACE_OOM;
+    case MEMTRACE_CONTEXT_ALL:
+        return action != MEMTRACE_COUNTER;
+    default:
+        return false;
+    }
+}
+
+int memtrace_record_event(struct memtrace_event *ev)
+{
+    if (!atomic_load_explicit(&R.recording, memory_order_relaxed))
+        return MEMTRACE_ESTATE;
+    if (ev == NULL || ev->action >= MEMTRACE_ACTION_COUNT)
+        return MEMTRACE_EINVAL;
+    if (R.skip_actions & (1u << ev->action) || tls_busy)
+        return 0;
+    tls_busy = 1;
+    if (ev->time_ns == 0)
+        ev->time_ns = mt_now_ns();
+    ev->tid = mt_gettid();
+    if (ev->action == MEMTRACE_ALLOC && ev->category == 0 && tls_ncategories > 0)
+        ev->category = tls_categories[tls_ncategories - 1];
+    int depth = R.stack_depth;
+    if (ev->stack == 0 && depth > 0 && wants_stack(R.context, ev->action)) {
+        uintptr_t ips[MEMTRACE_MAX_FRAMES];
+        int n = mt_stack_capture(ips, depth, 1);
+        ev->stack = mt_stack_intern(ips, n);
+    }
+    pthread_mutex_lock(&R.lock);
+    if (atomic_load_explicit(&R.recording, memory_order_relaxed)) {
+        R.recorded++;
+        history_append(ev);
+        if (R.streaming && !R.stopping)
+            stream_append(ev);
+    }
+    pthread_mutex_unlock(&R.lock);
+    tls_busy = 0;
+    return 0;
+}
+
+uint32_t memtrace_intern(const char *s)
+{
+    return mt_strings_intern(s);
+}
+
+static int annotate(const char *name, uint64_t kind)
+{
+    struct memtrace_event ev = {
+        .action = MEMTRACE_ANNOTATE,
+        .aux = kind,
+        .device = -1,
+        .category = mt_strings_intern(name),
+    };
+    return memtrace_record_event(&ev);
+}
+
+int memtrace_annotate_push(const char *name)
+{
+    if (name == NULL || *name == '\0')
+        return MEMTRACE_EINVAL;
+    tls_nannotations++;
+    return annotate(name, MEMTRACE_ANNOTATE_PUSH);
+}
+
+int memtrace_annotate_pop(void)
+{
+    if (tls_nannotations == 0)
+        return MEMTRACE_ESTATE;
+    tls_nannotations--;
+    return annotate(NULL, MEMTRACE_ANNOTATE_POP);
+}
+
+int memtrace_annotate_mark(const char *name)
+{
+    if (name == NULL || *name == '\0')
+        return MEMTRACE_EINVAL;
+    return annotate(name, MEMTRACE_ANNOTATE_MARK);
+}
+
+int memtrace_category_push(const char *name)
+{
+    if (name == NULL || *name == '\0')
+        return MEMTRACE_EINVAL;
+    if (tls_ncategories == MAX_NESTING)
+        return MEMTRACE_ESTATE;
+    uint32_t id = mt_strings_intern(name);
+    if (id == 0)
+        return MEMTRACE_ENOMEM;
+    tls_categories[tls_ncategories++] = id;
+    return 0;
+}
+
+int memtrace_category_pop(void)
+{
+    if (tls_ncategories == 0)
+        return MEMTRACE_ESTATE;
+    tls_ncategories--;
+    return 0;
+}
+
+void memtrace_get_counts(struct memtrace_counts *c)
+{
+    pthread_mutex_lock(&R.lock);
+    c->recorded = R.recorded;
+    c->dropped = R.dropped;
+    c->overflowed = R.overflowed;
+    pthread_mutex_unlock(&R.lock);
+}
+
+int mt_recorder_history(struct memtrace_event **out, size_t *n)
+{
+    pthread_mutex_lock(&R.lock);
+    *out = history_copy(n);
+    pthread_mutex_unlock(&R.lock);
+    return *out ? 0 : MEMTRACE_ENOMEM;
+}
+
+/* ---- dumps -------------------------------------------------------------------- */
+
+#define DUMP_CHUNK_EVENTS 65536u
+
+int memtrace_dump_snapshot(const char *path)
+{
+    if (path == NULL || *path == '\0')
+        return MEMTRACE_EINVAL;
+    struct memtrace_event snap = {.action = MEMTRACE_SNAPSHOT, .device = -1};
+    memtrace_record_event(&snap);
+
+    int saved_busy = tls_busy;
+    tls_busy = 1;
+    struct mt_writer *w = NULL;
+    struct memtrace_event *ev = NULL;
+    size_t n = 0;
+    struct table_marks marks = {0};
+    char *m = NULL, *end = NULL;
+    int created = 0;
+    int rc = mt_writer_open(&w, path);
+    if (rc != 0)
+        goto label_return;
+    created = 1;
+    m = meta_dump(NULL);
+    rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
+    if (rc != 0)
+        goto label_return;
+    pthread_mutex_lock(&R.lock);
+    ev = history_copy(&n);
+    pthread_mutex_unlock(&R.lock);
+    if (ev == NULL) {
+        rc = MEMTRACE_ENOMEM;
+        goto label_return;
+    }
+    rc = tables_write(w, &marks);
+    for (size_t i = 0; rc == 0 && i < n; i += DUMP_CHUNK_EVENTS)
+        rc = mt_writer_events(w, ev + i, n - i < DUMP_CHUNK_EVENTS ? n - i : DUMP_CHUNK_EVENTS);
+    if (rc == 0)
+        rc = state_write(w, &marks);
+    end = end_json();
+    if (rc == 0)
+        rc = end ? mt_writer_end(w, end) : MEMTRACE_ENOMEM;
+    else
+        mt_writer_abort(w);
+    w = NULL;
+label_return:
+    if (w != NULL)
+        mt_writer_abort(w);
+    if (rc != 0 && created) {
+        int e = errno;
+        unlink(path);
+        errno = e;
+    }
+    free(ev);
+    free(m);
+    free(end);
+    tls_busy = saved_busy;
+    return rc;
+}
+
+/* A streaming process that exits without stopping still gets a complete file. */
+__attribute__((destructor)) static void recorder_fini(void)
+{
+    if (R.streaming)
+        memtrace_record_history(NULL);
+}

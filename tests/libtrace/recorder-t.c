@@ -1,0 +1,327 @@
+/* recorder-t: the recording core: concurrency, ring semantics, options, stacks,
+ * categories and annotations, streaming and dumps read back through the reader. */
+#include "config.h"
+
+#include "memtrace.h"
+#include "memtrace_snapshot.h"
+#include "recorder.h"
+#include "stack.h"
+#include "symbolize.h"
+#include "tap.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NTHREADS   8
+#define PER_THREAD 100000
+
+static void start(size_t max_entries, int context, const char *stream)
+{
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    o.max_entries = max_entries;
+    o.context = context;
+    o.stream_path = stream;
+    o.flush_ms = 50;
+    if (memtrace_record_history(&o) != 0)
+        bail_out("cannot start recording");
+}
+
+static void *thread_main(void *arg)
+{
+    uint64_t t = (uint64_t)(uintptr_t)arg;
+    for (uint64_t i = 0; i < PER_THREAD; i++) {
+        struct memtrace_event ev = {
+            .action = i % 2 ? MEMTRACE_FREE_COMPLETED : MEMTRACE_ALLOC,
+            .addr = (t << 32) | i,
+            .size = 512,
+        };
+        memtrace_record_event(&ev);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    start(0, MEMTRACE_CONTEXT_NONE, NULL);
+    pthread_t th[NTHREADS];
+    for (uintptr_t t = 0; t < NTHREADS; t++)
+        pthread_create(&th[t], NULL, thread_main, (void *)t);
+    for (int t = 0; t < NTHREADS; t++)
+        pthread_join(th[t], NULL);
+    memtrace_record_history(NULL);
+
+    struct memtrace_counts c;
+    memtrace_get_counts(&c);
+    is_int(NTHREADS * PER_THREAD, (long long)c.recorded, "8 threads x 100k: every event recorded");
+    is_int(0, (long long)c.dropped, "no event dropped without a limit");
+
+    struct memtrace_event *ev;
+    size_t n;
+    mt_recorder_history(&ev, &n);
+    is_int(NTHREADS * PER_THREAD, (long long)n, "history holds every event");
+    uint64_t next[NTHREADS] = {0};
+    int in_order = 1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t = ev[i].addr >> 32;
+        if (t >= NTHREADS || (ev[i].addr & 0xffffffffu) != next[t]++)
+            in_order = 0;
+    }
+    ok(in_order, "each thread's events are all there, once, in its order");
+    free(ev);
+}
+
+static void test_ring(void)
+{
+    start(1000, MEMTRACE_CONTEXT_NONE, NULL);
+    for (uint64_t i = 0; i < 2500; i++) {
+        struct memtrace_event ev = {.action = MEMTRACE_ALLOC, .addr = i, .size = 1};
+        memtrace_record_event(&ev);
+    }
+    struct memtrace_counts c;
+    memtrace_get_counts(&c);
+    is_int(2500, (long long)c.recorded, "ring: 2500 recorded");
+    is_int(1500, (long long)c.dropped, "ring: 1500 dropped");
+    ok(c.overflowed, "ring: overflow flag set");
+    struct memtrace_event *ev;
+    size_t n;
+    mt_recorder_history(&ev, &n);
+    is_int(1000, (long long)n, "ring keeps exactly max_entries");
+    is_int(1500, (long long)ev[0].addr, "oldest kept is event 1500");
+    is_int(2499, (long long)ev[n - 1].addr, "newest kept is event 2499");
+    free(ev);
+
+    /* Across chunk boundaries: 200k events into a 70k ring. */
+    start(70000, MEMTRACE_CONTEXT_NONE, NULL);
+    memtrace_record_history(NULL);
+    start(70000, MEMTRACE_CONTEXT_NONE, NULL);
+    for (uint64_t i = 0; i < 200000; i++) {
+        struct memtrace_event e = {.action = MEMTRACE_ALLOC, .addr = i};
+        memtrace_record_event(&e);
+    }
+    mt_recorder_history(&ev, &n);
+    int contiguous = n == 70000;
+    for (size_t i = 0; contiguous && i < n; i++)
+        contiguous = ev[i].addr == 130000 + i;
+    ok(contiguous, "ring over several chunks keeps the newest 70000 in order");
+    free(ev);
+    memtrace_get_counts(&c);
+    is_int(130000, (long long)c.dropped, "ring over several chunks: 130000 dropped");
+    memtrace_record_history(NULL);
+}
+
+static void test_options(void)
+{
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    is_int(MEMTRACE_CONTEXT_ALL, o.context, "default context is all");
+    is_int(32, o.stack_depth, "default depth is 32");
+    o.stack_depth = MEMTRACE_MAX_FRAMES + 1;
+    is_int(MEMTRACE_EINVAL, memtrace_record_history(&o), "depth past the maximum is rejected");
+    memtrace_options_init(&o);
+    o.context = 7;
+    is_int(MEMTRACE_EINVAL, memtrace_record_history(&o), "unknown context is rejected");
+    ok(!memtrace_is_recording(), "a rejected start leaves the recorder stopped");
+    struct memtrace_event ev = {.action = MEMTRACE_ALLOC};
+    is_int(MEMTRACE_ESTATE, memtrace_record_event(&ev), "recording while stopped: ESTATE");
+
+    memtrace_options_init(&o);
+    o.skip_actions = 1u << MEMTRACE_FREE_REQUESTED;
+    o.context = MEMTRACE_CONTEXT_NONE;
+    memtrace_record_history(&o);
+    struct memtrace_event a = {.action = MEMTRACE_ALLOC};
+    struct memtrace_event f = {.action = MEMTRACE_FREE_REQUESTED};
+    struct memtrace_event bad = {.action = MEMTRACE_ACTION_COUNT};
+    memtrace_record_event(&a);
+    memtrace_record_event(&f);
+    is_int(MEMTRACE_EINVAL, memtrace_record_event(&bad), "unknown action: EINVAL");
+    struct memtrace_counts c;
+    memtrace_get_counts(&c);
+    is_int(1, (long long)c.recorded, "skip_actions drops the skipped action only");
+    memtrace_record_history(NULL);
+}
+
+static void test_categories(void)
+{
+    start(0, MEMTRACE_CONTEXT_NONE, NULL);
+    uint32_t act = memtrace_intern("activations");
+    is_int(act, memtrace_intern("activations"), "interning twice gives one id");
+    ok(act != memtrace_intern("gradients"), "different strings, different ids");
+    is_int(0, memtrace_intern(""), "empty string is id 0");
+    memtrace_category_push("activations");
+    struct memtrace_event a = {.action = MEMTRACE_ALLOC};
+    memtrace_record_event(&a);
+    memtrace_category_push("gradients");
+    struct memtrace_event b = {.action = MEMTRACE_ALLOC};
+    memtrace_record_event(&b);
+    struct memtrace_event fr = {.action = MEMTRACE_FREE_COMPLETED};
+    memtrace_record_event(&fr);
+    memtrace_category_pop();
+    memtrace_category_pop();
+    is_int(MEMTRACE_ESTATE, memtrace_category_pop(), "popping an empty category stack: ESTATE");
+    is_int(act, a.category, "alloc under a pushed category carries it");
+    is_int(memtrace_intern("gradients"), b.category, "the innermost category wins");
+    is_int(0, fr.category, "frees carry no category");
+
+    memtrace_annotate_push("step 1");
+    memtrace_annotate_mark("checkpoint");
+    memtrace_annotate_pop();
+    is_int(MEMTRACE_ESTATE, memtrace_annotate_pop(), "pop without push: ESTATE");
+    struct memtrace_event *ev;
+    size_t n;
+    mt_recorder_history(&ev, &n);
+    is_int(6, (long long)n, "3 allocs/frees and 3 annotations recorded");
+    ok(n == 6 && ev[3].action == MEMTRACE_ANNOTATE && ev[3].aux == MEMTRACE_ANNOTATE_PUSH &&
+           ev[3].category == memtrace_intern("step 1"),
+       "push recorded with its name");
+    ok(n == 6 && ev[4].aux == MEMTRACE_ANNOTATE_MARK && ev[5].aux == MEMTRACE_ANNOTATE_POP,
+       "mark and pop recorded in order");
+    free(ev);
+    memtrace_record_history(NULL);
+}
+
+static __attribute__((noinline)) uint32_t recorder_test_alloc_site(void)
+{
+    struct memtrace_event ev = {.action = MEMTRACE_ALLOC, .addr = 0x1000, .size = 4096};
+    memtrace_record_event(&ev);
+    __asm__ volatile("" ::: "memory");
+    return ev.stack;
+}
+
+static void test_stacks(void)
+{
+    start(0, MEMTRACE_CONTEXT_STATE, NULL);
+    uint32_t s1 = recorder_test_alloc_site();
+    uint32_t s2 = recorder_test_alloc_site();
+    struct memtrace_event fr = {.action = MEMTRACE_FREE_COMPLETED};
+    memtrace_record_event(&fr);
+    memtrace_record_history(NULL);
+    ok(s1 != 0, "alloc under context 'state' gets a stack");
+    is_int(0, fr.stack, "a free under context 'state' gets none");
+    is_int(s1, s2, "the same call site interns to the same stack id");
+    uint32_t parent, frame;
+    mt_stack_node(s1, &parent, &frame);
+    struct mt_symbol sym;
+    mt_symbolize(mt_frame_ip(frame), &sym);
+    is_string("recorder_test_alloc_site", sym.function,
+              "the innermost frame is the function that recorded");
+}
+
+struct provider_ctx {
+    int calls;
+};
+
+static void provide(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
+{
+    struct provider_ctx *p = ctx;
+    p->calls++;
+    struct memtrace_block blocks[2] = {
+        {.addr = 0x10000, .size = 1024, .requested_size = 1000, .state = 1},
+        {.addr = 0x10400, .size = 1024, .state = MEMTRACE_BLOCK_INACTIVE},
+    };
+    struct memtrace_segment seg = {
+        .addr = 0x10000,
+        .total_size = 2048,
+        .allocated_size = 1024,
+        .active_size = 1024,
+        .requested_size = 1000,
+        .device = 0,
+        .pool = 1,
+        .nblocks = 2,
+        .blocks = blocks,
+    };
+    sink(sink_ctx, &seg);
+}
+
+static void read_back(const char *path, const char *what, size_t want_events, int want_segments)
+{
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    if (memtrace_reader_open(&r, path, &err) != 0) {
+        ok(0, "%s: opens (%s)", what, err.text);
+        skip(4, "file did not open");
+        return;
+    }
+    ok(1, "%s: opens", what);
+    struct memtrace_event ev;
+    size_t n = 0, allocs_with_stack = 0;
+    while (memtrace_reader_next(r, &ev) == 1) {
+        n++;
+        if (ev.action == MEMTRACE_ALLOC && ev.stack != 0) {
+            uint32_t frames[4];
+            int d = memtrace_reader_stack(r, ev.stack, frames, 4);
+            const struct memtrace_frame *f = d > 0 ? memtrace_reader_frame(r, frames[0]) : NULL;
+            if (f != NULL && strcmp(f->symbol, "recorder_test_alloc_site") == 0)
+                allocs_with_stack++;
+        }
+    }
+    is_int((long long)want_events, (long long)n, "%s: every event read back", what);
+    ok(!memtrace_reader_truncated(r) && memtrace_reader_end(r) != NULL, "%s: complete file", what);
+    is_int(want_segments, (long long)memtrace_reader_segment_count(r), "%s: state segments", what);
+    ok(allocs_with_stack > 0, "%s: stacks resolve to the recording function", what);
+    memtrace_reader_close(r);
+}
+
+static void test_stream_and_dump(void)
+{
+    char stream[] = "/tmp/recorder-t-stream-XXXXXX";
+    char dump[] = "/tmp/recorder-t-dump-XXXXXX";
+    close(mkstemp(stream));
+    close(mkstemp(dump));
+    struct provider_ctx pc = {0};
+    int h = memtrace_state_provider_add(provide, &pc);
+    ok(h > 0, "state provider registered");
+    start(0, MEMTRACE_CONTEXT_ALL, stream);
+    for (int i = 0; i < 150000; i++) /* more than two stream buffers */
+        recorder_test_alloc_site();
+    is_int(0, memtrace_dump_snapshot(dump), "dump while streaming");
+    memtrace_record_history(NULL);
+    is_int(2, pc.calls, "provider called for the dump and the stream's end");
+    /* The stream has the allocs and the snapshot marker; its history ring is capped. */
+    read_back(stream, "stream", 150001, 1);
+    read_back(dump, "dump", 100000, 1);
+    memtrace_state_provider_remove(h);
+    is_int(MEMTRACE_EIO, memtrace_dump_snapshot("/nonexistent-dir/x.memtrace"),
+           "dump to an unwritable path: EIO");
+    unlink(stream);
+    unlink(dump);
+}
+
+static void test_fork(void)
+{
+    start(0, MEMTRACE_CONTEXT_NONE, NULL);
+    struct memtrace_event ev = {.action = MEMTRACE_ALLOC};
+    memtrace_record_event(&ev);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct memtrace_counts c;
+        memtrace_get_counts(&c);
+        struct memtrace_event e = {.action = MEMTRACE_ALLOC};
+        int rc = memtrace_record_event(&e);
+        _exit(c.recorded == 0 && rc == MEMTRACE_ESTATE && !memtrace_is_recording() ? 0 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "forked child starts stopped with an empty history");
+    struct memtrace_counts c;
+    memtrace_get_counts(&c);
+    is_int(1, (long long)c.recorded, "parent's recording is untouched by the fork");
+    memtrace_record_history(NULL);
+}
+
+int main(void)
+{
+    plan(49);
+    test_threads();
+    test_ring();
+    test_options();
+    test_categories();
+    test_stacks();
+    test_stream_and_dump();
+    test_fork();
+    return exit_status();
+}
