@@ -1,0 +1,8 @@
+# Native stacks and symbolization: their tests and micro-benchmark.
+check_PROGRAMS += tests/libtrace/stack-t tests/libtrace/symbolize-t
+TESTS += tests/libtrace/stack-t tests/libtrace/symbolize-t
+tests_libtrace_stack_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_libtrace_symbolize_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+noinst_PROGRAMS += bench/stack_bench
+bench_stack_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
