@@ -67,6 +67,9 @@ static struct id_map node_map;  /* (parent << 32 | frame) -> node id */
 static struct id_map frame_map; /* ip -> frame id */
 static _Atomic(struct cache_table *) cache;
 static struct mt_arena arena; /* cache entries; the lock holder only */
+static size_t cached_bytes;
+/* Entries copy whole stacks: beyond this, misses walk the trie under the lock. */
+#define CACHE_MAX_BYTES ((size_t)64 << 20)
 static atomic_int unwind_ready;
 
 static inline unsigned seg_of(uint32_t idx, uint32_t *off)
@@ -208,6 +211,9 @@ static void cache_put(struct cache_table *t, struct cache_entry *e)
 /* Lock held. Old tables stay mapped: a lock-free reader may still be probing one. */
 static void cache_insert(uint64_t h, const uintptr_t *ips, int n, uint32_t id)
 {
+    size_t size = sizeof(struct cache_entry) + (size_t)n * sizeof *ips;
+    if (cached_bytes + size > CACHE_MAX_BYTES)
+        return;
     struct cache_table *t = atomic_load_explicit(&cache, memory_order_relaxed);
     if (t == NULL || (t->used + 1) * 2 > t->mask + 1) {
         size_t cap = t ? (t->mask + 1) * 2 : 4096;
@@ -223,10 +229,10 @@ static void cache_insert(uint64_t h, const uintptr_t *ips, int n, uint32_t id)
         atomic_store_explicit(&cache, nt, memory_order_release);
         t = nt;
     }
-    struct cache_entry *e =
-        mt_arena_alloc(&arena, sizeof *e + (size_t)n * sizeof *ips, _Alignof(struct cache_entry));
+    struct cache_entry *e = mt_arena_alloc(&arena, size, _Alignof(struct cache_entry));
     if (e == NULL)
         return;
+    cached_bytes += size;
     e->hash = h;
     e->id = id;
     e->n = (uint32_t)n;

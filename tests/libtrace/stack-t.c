@@ -1,6 +1,7 @@
 /* stack-t: native capture through libunwind and the stack trie. */
 #include "config.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -269,8 +270,27 @@ static void test_threads(void)
     is_int(0, atomic_load(&reader_errors), "concurrent readers saw only whole nodes");
 }
 
+/* Runs first, so that libunwind's and the trie's lazy set-up is inside the window. */
+static void test_no_malloc(void)
+{
+    uintptr_t ips[32];
+    struct mallinfo2 before = mallinfo2();
+    int n = chain_a(ips, 32, 0);
+    uint32_t id = mt_stack_intern(ips, n);
+    id += mt_stack_intern(ips, n);
+    struct mallinfo2 after = mallinfo2();
+    ok(n > 0 && id != 0, "first capture and intern work");
+    if (MEMTRACE_SANITIZERS) {
+        skip(1, "the sanitizer's allocator does not report through mallinfo2");
+        return;
+    }
+    is_int((long long)(before.uordblks + before.hblkhd), (long long)(after.uordblks + after.hblkhd),
+           "first capture and intern keep no libc heap");
+}
+
 int main(void)
 {
+    test_no_malloc();
     test_capture();
     test_trie();
     test_threads();

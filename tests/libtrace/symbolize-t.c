@@ -31,13 +31,14 @@ FRAME static uintptr_t static_target(void)
     return ip;
 }
 
-static uintptr_t callback_ret;
+/* The callback's callers: libc's sort, behind a sanitizer's interceptor if any. */
+static uintptr_t callback_ips[8];
+static int callback_n;
 
 static int compare_ints(const void *a, const void *b)
 {
-    uintptr_t ips[2];
-    if (callback_ret == 0 && mt_stack_capture(ips, 2, 0) == 2)
-        callback_ret = ips[1]; /* inside libc's sort */
+    if (callback_n == 0)
+        callback_n = mt_stack_capture(callback_ips, 8, 0);
     return *(const int *)a - *(const int *)b;
 }
 
@@ -108,9 +109,13 @@ static void test_libc(void)
     for (int i = 0; i < 64; i++)
         v[i] = (i * 37) % 64;
     qsort(v, 64, sizeof v[0], compare_ints);
-    ok(callback_ret != 0, "qsort callback captured its caller");
-    is_int(0, mt_symbolize(callback_ret, &s), "the return address into libc resolves");
-    ok(strncmp(base_name(s.module), "libc.so", 7) == 0, "in libc (%s)", s.module);
+    ok(callback_n >= 2, "qsort callback captured its callers");
+    int in_libc = -1;
+    for (int i = 1; i < callback_n && in_libc < 0; i++)
+        if (mt_symbolize(callback_ips[i], &s) == 0 &&
+            strncmp(base_name(s.module), "libc.so", 7) == 0)
+            in_libc = i;
+    ok(in_libc > 0, "a return address into libc's sort resolves to libc");
     diag("qsort's caller of the callback: %s+%#llx %s", s.function[0] ? s.function : "?",
          (unsigned long long)s.offset, s.module);
 }
