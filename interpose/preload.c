@@ -1,0 +1,429 @@
+/* preload.c: the core of libmemtrace_preload.so.
+ *
+ * Loading the library costs nothing: no constructor runs. The exported dlsym hook
+ * hands out driver wrappers (interpose/cuda.c); the first wrapped device call in a
+ * process reads the configuration, starts the recorder with a stream to the
+ * expanded output path, the helper thread (counters and signal dumps), the state
+ * provider for live segments, the exit and fork handlers. A forked child inherits
+ * none of that: it starts its own file on its own first device call.
+ *
+ * The dlsym hook can run before anything else in the process is initialised (a
+ * sanitizer runtime resolves its interceptors through it), so it and what it calls
+ * are not instrumented and use no libc beyond the dynamic linker's own calls. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "util.h"
+
+#define NO_ASAN __attribute__((no_sanitize_address))
+
+/* ---- the real dlsym and the exported hook ------------------------------------ */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static _Atomic(dlsym_fn) real_dlsym_p;
+
+NO_ASAN static dlsym_fn real_dlsym(void)
+{
+    dlsym_fn f = atomic_load_explicit(&real_dlsym_p, memory_order_acquire);
+    if (MT_UNLIKELY(f == NULL)) {
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (f == NULL)
+            f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        atomic_store_explicit(&real_dlsym_p, f, memory_order_release);
+    }
+    return f;
+}
+
+NO_ASAN void *mt_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn f = real_dlsym();
+    return f != NULL ? f(handle, name) : NULL;
+}
+
+NO_ASAN static struct link_map *map_of(const void *addr)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0)
+        return NULL;
+    return lm;
+}
+
+/* RTLD_NEXT means "after the caller", but the real dlsym sees this library as the
+ * caller. For callers loaded before this library (the program, a sanitizer runtime
+ * preloaded first) that is the same search; for callers loaded after it, search the
+ * objects after the caller one by one. */
+NO_ASAN static void *lookup_next(const void *caller, const char *name)
+{
+    struct link_map *self = map_of((const void *)lookup_next);
+    struct link_map *from = map_of(caller);
+    int after_self = 0;
+    for (struct link_map *m = self; m != NULL && from != NULL; m = m->l_next)
+        if (m == from && m != self)
+            after_self = 1;
+    if (!after_self)
+        return mt_real_dlsym(RTLD_NEXT, name);
+    for (struct link_map *m = from->l_next; m != NULL; m = m->l_next) {
+        void *h = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+        if (h == NULL)
+            continue;
+        void *p = mt_real_dlsym(h, name);
+        dlclose(h);
+        if (p != NULL && map_of(p) == m)
+            return p;
+    }
+    return NULL;
+}
+
+MT_EXPORT NO_ASAN void *dlsym(void *handle, const char *name)
+{
+    const void *caller = __builtin_return_address(0);
+    void *p = handle == RTLD_NEXT ? lookup_next(caller, name) : mt_real_dlsym(handle, name);
+    if (name[0] == 'c' && name[1] == 'u') {
+        void *w = mt_cu_hook(handle, name, p);
+        if (w != NULL)
+            return w;
+    }
+    return p;
+}
+
+/* ---- live segments -------------------------------------------------------------- */
+
+struct seg {
+    uint64_t key;
+    uint64_t size;
+    uint64_t stream;
+    int32_t device;
+    uint32_t stack;
+    uint32_t source;
+    uint8_t kind;
+    uint8_t used; /* 0 empty, 1 live, 2 deleted */
+};
+
+static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seg *tab;
+static size_t tab_cap, tab_live, tab_used;
+
+static size_t slot_of(uint64_t key, int kind)
+{
+    return (size_t)mt_hash_u64(key ^ ((uint64_t)kind << 61)) & (tab_cap - 1);
+}
+
+static int tab_grow(void)
+{
+    size_t ncap = tab_cap ? tab_cap * 2 : 1024;
+    if (tab_live * 4 < tab_cap)
+        ncap = tab_cap; /* mostly deleted slots: rehash in place */
+    struct seg *n = mt_map(ncap * sizeof *n);
+    if (n == NULL)
+        return -1;
+    struct seg *old = tab;
+    size_t ocap = tab_cap;
+    tab = n;
+    tab_cap = ncap;
+    tab_used = 0;
+    for (size_t i = 0; i < ocap; i++) {
+        if (old[i].used != 1)
+            continue;
+        size_t j = slot_of(old[i].key, old[i].kind);
+        while (tab[j].used)
+            j = (j + 1) & (tab_cap - 1);
+        tab[j] = old[i];
+        tab_used++;
+    }
+    if (old != NULL)
+        mt_unmap(old, ocap * sizeof *old);
+    return 0;
+}
+
+static void tab_insert(const struct seg *s)
+{
+    pthread_mutex_lock(&tab_lock);
+    if ((tab_used + 1) * 4 > tab_cap * 3 && tab_grow() != 0)
+        goto label_return;
+    size_t i = slot_of(s->key, s->kind), tomb = SIZE_MAX;
+    for (; tab[i].used; i = (i + 1) & (tab_cap - 1)) {
+        if (tab[i].used == 2 && tomb == SIZE_MAX)
+            tomb = i;
+        if (tab[i].used == 1 && tab[i].key == s->key && tab[i].kind == s->kind)
+            break;
+    }
+    if (tab[i].used == 1) {
+        tab[i] = *s; /* an address handed out again without a free we saw */
+    } else {
+        if (tomb != SIZE_MAX)
+            i = tomb;
+        else
+            tab_used++;
+        tab[i] = *s;
+        tab_live++;
+    }
+    tab[i].used = 1;
+label_return:
+    pthread_mutex_unlock(&tab_lock);
+}
+
+static int tab_remove(uint64_t key, int kind, struct seg *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&tab_lock);
+    if (tab_cap == 0)
+        goto label_return;
+    for (size_t i = slot_of(key, kind); tab[i].used; i = (i + 1) & (tab_cap - 1)) {
+        if (tab[i].used == 1 && tab[i].key == key && tab[i].kind == kind) {
+            *out = tab[i];
+            tab[i].used = 2;
+            tab_live--;
+            found = 1;
+            break;
+        }
+    }
+label_return:
+    pthread_mutex_unlock(&tab_lock);
+    return found;
+}
+
+static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
+{
+    (void)ctx;
+    pthread_mutex_lock(&tab_lock);
+    size_t n = 0, bytes = (tab_live ? tab_live : 1) * sizeof(struct seg);
+    struct seg *copy = mt_map(bytes);
+    for (size_t i = 0; copy != NULL && i < tab_cap; i++)
+        if (tab[i].used == 1 && tab[i].kind != MT_IP_PHYSICAL)
+            copy[n++] = tab[i];
+    pthread_mutex_unlock(&tab_lock);
+    if (copy == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        struct memtrace_block b = {
+            .addr = copy[i].key,
+            .size = copy[i].size,
+            .requested_size = copy[i].size,
+            .stack = copy[i].stack,
+            .state = MEMTRACE_BLOCK_ACTIVE_ALLOCATED,
+        };
+        struct memtrace_segment s = {
+            .addr = copy[i].key,
+            .total_size = copy[i].size,
+            .allocated_size = copy[i].size,
+            .active_size = copy[i].size,
+            .requested_size = copy[i].size,
+            .stream = copy[i].stream,
+            .device = copy[i].device,
+            .is_large = 1,
+            .is_expandable = copy[i].kind == MT_IP_MAPPED,
+            .stack = copy[i].stack,
+            .source = copy[i].source,
+            .nblocks = 1,
+            .blocks = &b,
+        };
+        sink(sink_ctx, &s);
+    }
+    mt_unmap(copy, bytes);
+}
+
+/* ---- recording ------------------------------------------------------------------ */
+
+enum { ST_IDLE = 0, ST_RUNNING, ST_OFF };
+
+static _Atomic int state;
+static __thread int t_busy;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mt_ip_config cfg;
+static int owner;      /* this library started the stream, so it ends it */
+static int bad_config; /* stays off in forked children too */
+static int once_done;  /* atexit, atfork and the provider: once per process image */
+
+const struct mt_ip_config *mt_ip_config(void)
+{
+    return &cfg;
+}
+
+static void finish(void)
+{
+    pthread_mutex_lock(&start_lock);
+    int was = atomic_exchange(&state, ST_OFF);
+    pthread_mutex_unlock(&start_lock);
+    if (was != ST_RUNNING)
+        return;
+    mt_sampler_stop();
+    if (owner)
+        memtrace_record_history(NULL);
+}
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&start_lock);
+    pthread_mutex_lock(&tab_lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&tab_lock);
+    pthread_mutex_unlock(&start_lock);
+}
+
+/* The recorder's own child handler (registered before this one, so run first) has
+ * stopped recording and forgotten the parent's stream; the child starts afresh on
+ * its first device call. */
+static void atfork_child(void)
+{
+    pthread_mutex_init(&tab_lock, NULL);
+    pthread_mutex_init(&start_lock, NULL);
+    if (tab != NULL)
+        memset(tab, 0, tab_cap * sizeof *tab);
+    tab_live = tab_used = 0;
+    mt_sampler_atfork_child();
+    mt_cu_atfork_child();
+    owner = 0;
+    atomic_store(&state, bad_config ? ST_OFF : ST_IDLE);
+}
+
+static void put_rank_meta(void)
+{
+    const char *rank = mt_ip_rank();
+    if (rank == NULL)
+        return;
+    for (const char *p = rank; *p; p++)
+        if (*p < '0' || *p > '9' || p - rank > 9)
+            return;
+    memtrace_meta_set("rank", rank);
+}
+
+static int do_start(void)
+{
+    if (mt_ip_config_read(&cfg) != 0) {
+        bad_config = 1;
+        return ST_OFF;
+    }
+    if (!memtrace_is_recording()) {
+        struct memtrace_options o;
+        memtrace_options_init(&o);
+        o.context = cfg.stack_depth > 0 ? MEMTRACE_CONTEXT_ALL : MEMTRACE_CONTEXT_NONE;
+        o.stack_depth = cfg.stack_depth;
+        o.flush_ms = cfg.flush_ms;
+        o.max_entries = cfg.max_entries;
+        o.stream_path = cfg.output;
+        int rc = memtrace_record_history(&o);
+        if (rc != 0) {
+            mt_log("cannot record to %s: %s; recording is off for this process", cfg.output,
+                   memtrace_strerror(rc));
+            return ST_OFF;
+        }
+        owner = 1;
+        put_rank_meta();
+        memtrace_meta_set("recorded_by", "\"preload\"");
+    }
+    if (!once_done) {
+        once_done = 1;
+        memtrace_state_provider_add(state_provider, NULL);
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        atexit(finish);
+    }
+    char base[sizeof cfg.output];
+    size_t len = strlen(cfg.output);
+    memcpy(base, cfg.output, len + 1);
+    if (len > 9 && strcmp(base + len - 9, ".memtrace") == 0)
+        base[len - 9] = '\0';
+    mt_sampler_start(cfg.sample_ms, cfg.dump_signal, base);
+    return ST_RUNNING;
+}
+
+static int start(void)
+{
+    t_busy = 1;
+    pthread_mutex_lock(&start_lock);
+    if (atomic_load(&state) == ST_IDLE)
+        atomic_store(&state, do_start());
+    int s = atomic_load(&state);
+    pthread_mutex_unlock(&start_lock);
+    t_busy = 0;
+    return s == ST_RUNNING;
+}
+
+int mt_ip_enter(void)
+{
+    if (t_busy)
+        return 0;
+    if (MT_UNLIKELY(atomic_load_explicit(&state, memory_order_acquire) != ST_RUNNING)) {
+        if (atomic_load(&state) == ST_OFF || !start())
+            return 0;
+    }
+    t_busy = 1;
+    return 1;
+}
+
+void mt_ip_leave(void)
+{
+    t_busy = 0;
+}
+
+static uint32_t intern_cached(const char *s, uint32_t *slot)
+{
+    if (s == NULL)
+        return 0;
+    if (slot == NULL)
+        return memtrace_intern(s);
+    uint32_t id = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (id == 0) {
+        id = memtrace_intern(s);
+        __atomic_store_n(slot, id, __ATOMIC_RELAXED);
+    }
+    return id;
+}
+
+void mt_ip_record_ex(int action, int kind, int device, uint64_t stream, uint64_t addr,
+                     uint64_t size, uint64_t aux, const char *source, uint32_t *source_id,
+                     const char *category, uint32_t *category_id)
+{
+    struct memtrace_event ev = {
+        .action = (uint8_t)action,
+        .device = device,
+        .stream = stream,
+        .addr = addr,
+        .size = size,
+        .aux = aux,
+        .source = intern_cached(source, source_id),
+        .category = intern_cached(category, category_id),
+    };
+    int frees = action == MEMTRACE_SEGMENT_FREE || action == MEMTRACE_SEGMENT_UNMAP;
+    if (frees) {
+        struct seg s;
+        if (tab_remove(addr, kind, &s)) {
+            if (ev.size == 0)
+                ev.size = s.size;
+            ev.device = s.device;
+        }
+    }
+    if (memtrace_record_event(&ev) != 0)
+        return;
+    if (action == MEMTRACE_SEGMENT_ALLOC || action == MEMTRACE_SEGMENT_MAP) {
+        struct seg s = {
+            .key = addr,
+            .size = size,
+            .stream = stream,
+            .device = device,
+            .stack = ev.stack,
+            .source = ev.source,
+            .kind = (uint8_t)kind,
+        };
+        tab_insert(&s);
+    }
+}
+
+void mt_ip_record(int action, int device, uint64_t stream, uint64_t addr, uint64_t size,
+                  uint64_t aux, const char *source, uint32_t *source_id)
+{
+    int kind = action == MEMTRACE_SEGMENT_MAP || action == MEMTRACE_SEGMENT_UNMAP ? MT_IP_MAPPED
+                                                                                  : MT_IP_SEGMENT;
+    mt_ip_record_ex(action, kind, device, stream, addr, size, aux, source, source_id, NULL, NULL);
+}
