@@ -1,1 +1,18 @@
-# libtrace: see the top-level Makefile.am
+# libtrace: the caching allocator (PyTorch's policy) and PyTorch's pluggable-allocator
+# entry points.
+libmemtrace_core_la_SOURCES += \
+	libtrace/cache.c libtrace/cache_config.c libtrace/cache_stats.c \
+	libtrace/cache_impl.h libtrace/torch.c
+include_HEADERS += libtrace/memtrace_alloc.h
+
+check_PROGRAMS += tests/libtrace/cache-t tests/libtrace/cache_config-t \
+	tests/libtrace/cache_random-t tests/libtrace/cache_threads-t
+TESTS += tests/libtrace/cache-t tests/libtrace/cache_config-t \
+	tests/libtrace/cache_random-t tests/libtrace/cache_threads-t
+tests_libtrace_cache_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_libtrace_cache_config_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_libtrace_cache_random_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_libtrace_cache_threads_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+noinst_PROGRAMS += bench/cache_bench
+bench_cache_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
