@@ -1,1 +1,17 @@
-# viewer: see the top-level Makefile.am
+# viewer: the memtrace command-line tool. One file per subcommand; main.c holds the
+# command table. It uses only the public API (memtrace.h, memtrace_snapshot.h).
+bin_PROGRAMS += memtrace
+memtrace_SOURCES = viewer/main.c viewer/cli.c viewer/cli.h viewer/info.c viewer/summary.c
+memtrace_LDADD = libmemtrace.la $(JANSSON_LIBS)
+dist_man_MANS += docs/memtrace.1
+
+# Tests write files with the internal writer and run the built memtrace binary.
+VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t
+check_PROGRAMS += $(VIEWER_TESTS)
+TESTS += $(VIEWER_TESTS)
+tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
+tests_viewer_cli_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_info_t_SOURCES = tests/viewer/info-t.c tests/viewer/cli-util.h
+tests_viewer_info_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_summary_t_SOURCES = tests/viewer/summary-t.c tests/viewer/cli-util.h
+tests_viewer_summary_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

@@ -1,0 +1,143 @@
+/* cli.h: the memtrace command-line tool's commands and the helpers they share.
+ *
+ * A command is int fn(int argc, char **argv) with argv[0] the command's name; it
+ * returns the process exit status: MT_EXIT_OK, MT_EXIT_FAIL (a file could not be
+ * read) or MT_EXIT_USAGE (a wrong flag or argument, already reported on stderr).
+ * Messages go to stderr as one line starting with "memtrace: ". */
+#ifndef MEMTRACE_CLI_H
+#define MEMTRACE_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "memtrace.h"
+#include "memtrace_snapshot.h"
+
+enum { MT_EXIT_OK = 0, MT_EXIT_FAIL = 1, MT_EXIT_USAGE = 2 };
+
+/* Commands (one file each under viewer/). */
+int mt_cmd_info(int argc, char **argv);
+int mt_cmd_summary(int argc, char **argv);
+int mt_cmd_run(int argc, char **argv);
+
+/* One flag of a command. name is the long name without "--"; short_name is 0 when
+ * there is none; arg names the value ("N", "FILE") or is NULL for a switch. */
+struct mt_opt {
+    const char *name;
+    char short_name;
+    const char *arg;
+    const char *help;
+};
+
+/* What `memtrace CMD --help` prints: usage line(s), a paragraph, the flags. */
+struct mt_help {
+    const char *cmd;
+    const char *usage;
+    const char *text;
+    const struct mt_opt *opts; /* terminated by a zeroed entry */
+};
+
+/* Flag parsing state over argv[1..argc). With stop_at_positional set, the first
+ * argument that is not a flag ends flag parsing (for `run -- PROGRAM ARGS`). */
+struct mt_args {
+    int argc;
+    char **argv;
+    int i;
+    int only_positional;
+    int stop_at_positional;
+    const struct mt_help *help;
+};
+
+#define MT_OPT_END        (-1) /* no arguments left */
+#define MT_OPT_POSITIONAL (-2) /* *value is a plain argument */
+#define MT_OPT_HELP       (-3) /* -h or --help */
+#define MT_OPT_ERROR      (-4) /* already reported: exit with MT_EXIT_USAGE */
+
+void mt_args_init(struct mt_args *a, int argc, char **argv, const struct mt_help *help);
+
+/* Returns the index in help->opts of the next flag (with *value set to its value,
+ * or NULL for a switch), or one of MT_OPT_*. Accepts --name=value, --name value,
+ * -x value, -xvalue and "--" (the rest are plain arguments). */
+int mt_args_next(struct mt_args *a, const char **value);
+
+/* Index of the next unread argument (after MT_OPT_POSITIONAL with stop_at_positional,
+ * the one after the positional). */
+static inline int mt_args_index(const struct mt_args *a)
+{
+    return a->i;
+}
+
+/* Prints the help of a command to f. */
+void mt_help_print(FILE *f, const struct mt_help *h);
+
+/* Prints "memtrace: <message>; see 'memtrace CMD --help'" and returns
+ * MT_EXIT_USAGE. */
+int mt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "memtrace: <message>" to stderr. */
+void mt_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses value as a decimal integer in [min, max] for flag opt of cmd; reports a
+ * usage error and returns MT_EXIT_USAGE if it is not one, else 0. */
+int mt_parse_int(const char *cmd, const char *opt, const char *value, long long min, long long max,
+                 long long *out);
+
+/* Human formats into buf (at least 32 bytes), returning buf: "512 B", "1.5 KiB",
+ * "12.0 MiB", "3.2 GiB"; a duration "850 ns", "12.3 us", "4.5 ms", "1.234 s";
+ * a count with thousands separators "1,234,567"; a UTC time "2024-05-01T12:00:00.123Z"
+ * from nanoseconds since the epoch. */
+const char *mt_fmt_bytes(char *buf, size_t size, uint64_t bytes);
+const char *mt_fmt_duration(char *buf, size_t size, uint64_t ns);
+const char *mt_fmt_count(char *buf, size_t size, uint64_t n);
+const char *mt_fmt_utc(char *buf, size_t size, uint64_t epoch_ns);
+
+/* Opens path for reading; on failure prints the reader's one-line error and returns
+ * NULL. */
+struct memtrace_reader *mt_open(const char *path);
+
+/* Reports a reader error met in memtrace_reader_next() (rc < 0) and returns
+ * MT_EXIT_FAIL. */
+int mt_read_failed(struct memtrace_reader *r, const char *path);
+
+/* After memtrace_reader_next() returned 0: if the file is truncated, prints the
+ * warning naming how many events were read and where the file stops. */
+void mt_warn_if_truncated(struct memtrace_reader *r, const char *path, uint64_t events);
+
+/* Progress on stderr, only for files over 50 MB and when stderr is a terminal. */
+struct mt_progress {
+    struct memtrace_reader *r;
+    const char *label;
+    uint64_t total;
+    uint64_t limit_events; /* when non-zero, progress is events / limit_events */
+    int enabled;
+    int last_pct;
+};
+void mt_progress_init(struct mt_progress *p, struct memtrace_reader *r, const char *label,
+                      uint64_t limit_events);
+void mt_progress_update(struct mt_progress *p, uint64_t events);
+void mt_progress_done(struct mt_progress *p);
+
+/* Frames of a stack, innermost first, at most depth of them (depth < 0: all). */
+void mt_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
+                    const char *indent);
+json_t *mt_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth);
+
+/* One frame as text: "symbol", else "module+0xOFF", else "0xIP"; then " at file:line"
+ * when known. */
+const char *mt_frame_text(char *buf, size_t size, const struct memtrace_frame *fr);
+
+/* Writes obj (and steals it) to stdout as indented JSON and a newline. Returns
+ * MT_EXIT_OK, or MT_EXIT_FAIL if it could not be written. */
+int mt_json_print(json_t *obj);
+
+/* json_integer for unsigned figures (clamped to INT64_MAX). */
+json_t *mt_json_u64(uint64_t v);
+
+/* Wall-clock nanoseconds of the recording's start (from the metadata) and the
+ * monotonic time it corresponds to, if the metadata carries them; 0 otherwise. */
+int mt_meta_clock(json_t *meta, uint64_t *wall_ns, uint64_t *mono_ns);
+
+#endif

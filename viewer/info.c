@@ -1,0 +1,338 @@
+/* info.c: `memtrace info FILE`: what a file is and what it holds, read in one pass. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct mt_opt info_opts[] = {
+    {"json", 'j', NULL, "print one JSON object instead of text"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const struct mt_help info_help = {
+    "info",
+    "memtrace info FILE [--json]",
+    "Describes a .memtrace file: format version, the recording's metadata (host, pid,\n"
+    "argv, rank, start time, devices, allocator settings), file size, event counts\n"
+    "per action, distinct stacks and frames, segments in the final state, time span,\n"
+    "events dropped while recording, and whether the file is complete or truncated.",
+    info_opts,
+};
+
+struct info {
+    uint64_t events;
+    uint64_t actions[MEMTRACE_ACTION_COUNT];
+    uint64_t unknown_actions;
+    uint64_t t_min, t_max;
+};
+
+static json_t *parse_json(const char *text)
+{
+    if (!text)
+        return NULL;
+    json_error_t jerr;
+    return json_loads(text, 0, &jerr);
+}
+
+static const char *meta_str(json_t *meta, const char *key)
+{
+    json_t *v = json_object_get(meta, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int meta_u64(json_t *o, const char *key, uint64_t *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 1;
+    }
+    if (json_is_real(v) && json_real_value(v) >= 0) {
+        *out = (uint64_t)json_real_value(v);
+        return 1;
+    }
+    return 0;
+}
+
+static uint64_t device_total(json_t *d)
+{
+    static const char *const keys[] = {"total_memory", "total_bytes", "total", NULL};
+    uint64_t v;
+    for (int k = 0; keys[k]; k++)
+        if (meta_u64(d, keys[k], &v))
+            return v;
+    return 0;
+}
+
+/* A JSON value on one line (strings without quotes). */
+static void print_value(json_t *v)
+{
+    if (json_is_string(v)) {
+        fputs(json_string_value(v), stdout);
+        return;
+    }
+    char *s = json_dumps(v, JSON_ENCODE_ANY);
+    fputs(s ? s : "?", stdout);
+    free(s);
+}
+
+static void print_argv(json_t *argv)
+{
+    if (!json_is_array(argv)) {
+        print_value(argv);
+        return;
+    }
+    size_t k;
+    json_t *a;
+    json_array_foreach(argv, k, a)
+    {
+        if (k)
+            fputc(' ', stdout);
+        print_value(a);
+    }
+}
+
+static const char *const known_meta[] = {"host",
+                                         "hostname",
+                                         "pid",
+                                         "argv",
+                                         "rank",
+                                         "devices",
+                                         "start_time_ns",
+                                         "start_wall_ns",
+                                         "start_mono_ns",
+                                         "start_monotonic_ns",
+                                         "allocator_settings",
+                                         "format_version",
+                                         NULL};
+
+static int is_known_meta(const char *key)
+{
+    for (int k = 0; known_meta[k]; k++)
+        if (strcmp(known_meta[k], key) == 0)
+            return 1;
+    return 0;
+}
+
+static void print_text(const char *path, struct memtrace_reader *r, const struct info *in,
+                       json_t *meta, json_t *end)
+{
+    char a[64], b[64], c[64];
+    int truncated = memtrace_reader_truncated(r);
+    uint64_t size = memtrace_reader_file_size(r);
+
+    printf("file            %s\n", path);
+    printf("format version  %u\n", memtrace_reader_version(r));
+    printf("file size       %s (%" PRIu64 " bytes)\n", mt_fmt_bytes(a, sizeof(a), size), size);
+    printf("status          %s\n", truncated ? "truncated (no end record)" : "complete");
+
+    const char *host = meta_str(meta, "host");
+    if (!host)
+        host = meta_str(meta, "hostname");
+    if (host)
+        printf("host            %s\n", host);
+    json_t *v;
+    if ((v = json_object_get(meta, "pid"))) {
+        fputs("pid             ", stdout);
+        print_value(v);
+        fputc('\n', stdout);
+    }
+    if ((v = json_object_get(meta, "argv"))) {
+        fputs("argv            ", stdout);
+        print_argv(v);
+        fputc('\n', stdout);
+    }
+    if ((v = json_object_get(meta, "rank"))) {
+        fputs("rank            ", stdout);
+        print_value(v);
+        fputc('\n', stdout);
+    }
+    uint64_t wall, mono;
+    if (mt_meta_clock(meta, &wall, &mono))
+        printf("start time      %s\n", mt_fmt_utc(a, sizeof(a), wall));
+    json_t *devices = json_object_get(meta, "devices");
+    if (json_is_array(devices)) {
+        printf("devices         %zu\n", json_array_size(devices));
+        size_t k;
+        json_t *d;
+        json_array_foreach(devices, k, d)
+        {
+            uint64_t index = k;
+            meta_u64(d, "index", &index);
+            const char *name = meta_str(d, "name");
+            const char *backend = meta_str(d, "backend");
+            uint64_t total = device_total(d);
+            printf("  %-13" PRIu64 " %s, %s (%" PRIu64 " bytes), %s\n", index, name ? name : "?",
+                   mt_fmt_bytes(a, sizeof(a), total), total, backend ? backend : "?");
+        }
+    }
+    if ((v = json_object_get(meta, "allocator_settings"))) {
+        fputs("allocator       ", stdout);
+        print_value(v);
+        fputc('\n', stdout);
+    }
+    const char *key;
+    json_object_foreach(meta, key, v)
+    {
+        if (is_known_meta(key))
+            continue;
+        printf("%-15s ", key);
+        print_value(v);
+        fputc('\n', stdout);
+    }
+
+    printf("events          %s\n", mt_fmt_count(a, sizeof(a), in->events));
+    for (int k = 0; k < MEMTRACE_ACTION_COUNT; k++)
+        if (in->actions[k])
+            printf("  %-13s %s\n", memtrace_action_name(k),
+                   mt_fmt_count(a, sizeof(a), in->actions[k]));
+    if (in->unknown_actions)
+        printf("  %-13s %s\n", "unknown", mt_fmt_count(a, sizeof(a), in->unknown_actions));
+    printf("stacks          %s distinct, %s frames\n",
+           mt_fmt_count(a, sizeof(a), memtrace_reader_stack_count(r)),
+           mt_fmt_count(b, sizeof(b), memtrace_reader_frame_count(r)));
+    printf("segments        %s in the final state\n",
+           mt_fmt_count(a, sizeof(a), memtrace_reader_segment_count(r)));
+    if (in->events)
+        printf("time span       %s (%" PRIu64 " .. %" PRIu64 " ns)\n",
+               mt_fmt_duration(c, sizeof(c), in->t_max - in->t_min), in->t_min, in->t_max);
+    if (end) {
+        uint64_t dropped = 0;
+        json_t *ov = json_object_get(end, "overflowed");
+        if (!ov)
+            ov = json_object_get(end, "overflow");
+        meta_u64(end, "dropped", &dropped);
+        printf("dropped         %s events%s\n", mt_fmt_count(a, sizeof(a), dropped),
+               json_is_true(ov) || (json_is_integer(ov) && json_integer_value(ov))
+                   ? " (the history ring overflowed)"
+                   : "");
+        json_object_foreach(end, key, v)
+        {
+            if (strcmp(key, "dropped") == 0 || strcmp(key, "overflowed") == 0 ||
+                strcmp(key, "overflow") == 0)
+                continue;
+            printf("end %-11s ", key);
+            print_value(v);
+            fputc('\n', stdout);
+        }
+    }
+}
+
+static int print_json(const char *path, struct memtrace_reader *r, const struct info *in,
+                      json_t *meta, json_t *end)
+{
+    char a[64];
+    json_t *o = json_object();
+    json_object_set_new(o, "file", json_string(path));
+    json_object_set_new(o, "format_version", json_integer(memtrace_reader_version(r)));
+    json_object_set_new(o, "file_size", mt_json_u64(memtrace_reader_file_size(r)));
+    int truncated = memtrace_reader_truncated(r);
+    json_object_set_new(o, "complete", json_boolean(!truncated));
+    json_object_set_new(o, "truncated", json_boolean(truncated));
+    if (truncated)
+        json_object_set_new(o, "truncated_at", mt_json_u64(memtrace_reader_offset(r)));
+    json_object_set_new(o, "meta", meta ? json_incref(meta) : json_object());
+    uint64_t wall, mono;
+    if (mt_meta_clock(meta, &wall, &mono))
+        json_object_set_new(o, "start_time", json_string(mt_fmt_utc(a, sizeof(a), wall)));
+    else
+        json_object_set_new(o, "start_time", json_null());
+    json_t *devices = json_object_get(meta, "devices");
+    json_object_set_new(o, "devices", json_is_array(devices) ? json_incref(devices) : json_array());
+    json_object_set_new(o, "events", mt_json_u64(in->events));
+    json_t *acts = json_object();
+    for (int k = 0; k < MEMTRACE_ACTION_COUNT; k++)
+        json_object_set_new(acts, memtrace_action_name(k), mt_json_u64(in->actions[k]));
+    if (in->unknown_actions)
+        json_object_set_new(acts, "unknown", mt_json_u64(in->unknown_actions));
+    json_object_set_new(o, "actions", acts);
+    json_object_set_new(o, "stacks", json_integer(memtrace_reader_stack_count(r)));
+    json_object_set_new(o, "frames", json_integer(memtrace_reader_frame_count(r)));
+    json_object_set_new(o, "segments", mt_json_u64(memtrace_reader_segment_count(r)));
+    json_object_set_new(o, "state_time_ns", mt_json_u64(memtrace_reader_state_time(r)));
+    json_object_set_new(o, "first_time_ns", mt_json_u64(in->events ? in->t_min : 0));
+    json_object_set_new(o, "last_time_ns", mt_json_u64(in->events ? in->t_max : 0));
+    json_object_set_new(o, "duration_ns", mt_json_u64(in->events ? in->t_max - in->t_min : 0));
+    uint64_t dropped = 0;
+    json_t *ov = json_object_get(end, "overflowed");
+    if (!ov)
+        ov = json_object_get(end, "overflow");
+    meta_u64(end, "dropped", &dropped);
+    json_object_set_new(o, "dropped", mt_json_u64(dropped));
+    json_object_set_new(
+        o, "overflowed",
+        json_boolean(json_is_true(ov) || (json_is_integer(ov) && json_integer_value(ov))));
+    json_object_set_new(o, "end", end ? json_incref(end) : json_null());
+    return mt_json_print(o);
+}
+
+int mt_cmd_info(int argc, char **argv)
+{
+    struct mt_args args;
+    const char *path = NULL, *val;
+    int json = 0, k;
+    mt_args_init(&args, argc, argv, &info_help);
+    while ((k = mt_args_next(&args, &val)) != MT_OPT_END) {
+        if (k == MT_OPT_HELP) {
+            mt_help_print(stdout, &info_help);
+            return MT_EXIT_OK;
+        }
+        if (k == MT_OPT_ERROR)
+            return MT_EXIT_USAGE;
+        if (k == MT_OPT_POSITIONAL) {
+            if (path)
+                return mt_usage_error("info", "'info' takes one file, got '%s' and '%s'", path,
+                                      val);
+            path = val;
+        } else if (k == 0) {
+            json = 1;
+        }
+    }
+    if (!path)
+        return mt_usage_error("info", "'info' needs a FILE argument");
+
+    struct memtrace_reader *r = mt_open(path);
+    if (!r)
+        return MT_EXIT_FAIL;
+    struct info in;
+    memset(&in, 0, sizeof(in));
+    in.t_min = UINT64_MAX;
+    struct mt_progress prog;
+    mt_progress_init(&prog, r, "info", 0);
+    struct memtrace_event ev;
+    int rc;
+    while ((rc = memtrace_reader_next(r, &ev)) == 1) {
+        in.events++;
+        if (ev.action < MEMTRACE_ACTION_COUNT)
+            in.actions[ev.action]++;
+        else
+            in.unknown_actions++;
+        if (ev.time_ns < in.t_min)
+            in.t_min = ev.time_ns;
+        if (ev.time_ns > in.t_max)
+            in.t_max = ev.time_ns;
+        mt_progress_update(&prog, in.events);
+    }
+    mt_progress_done(&prog);
+    if (rc < 0) {
+        int status = mt_read_failed(r, path);
+        memtrace_reader_close(r);
+        return status;
+    }
+    mt_warn_if_truncated(r, path, in.events);
+
+    json_t *meta = parse_json(memtrace_reader_meta(r));
+    json_t *end = parse_json(memtrace_reader_end(r));
+    int status = MT_EXIT_OK;
+    if (json)
+        status = print_json(path, r, &in, meta, end);
+    else
+        print_text(path, r, &in, meta, end);
+    json_decref(meta);
+    json_decref(end);
+    memtrace_reader_close(r);
+    return status;
+}

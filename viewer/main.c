@@ -1,0 +1,79 @@
+/* main.c: the memtrace command's dispatcher. Each subcommand is one entry in
+ * commands[] below and one file under viewer/. */
+#include "config.h"
+
+#include <string.h>
+
+#include "cli.h"
+
+struct mt_cmd {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct mt_cmd commands[] = {
+    {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
+    {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
+};
+
+static const struct mt_cmd *find_cmd(const char *name)
+{
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+        if (strcmp(commands[k].name, name) == 0)
+            return &commands[k];
+    return NULL;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: memtrace COMMAND [OPTIONS] [FILE...]\n"
+          "       memtrace help COMMAND | memtrace COMMAND --help\n"
+          "       memtrace --version\n\n"
+          "memtrace records accelerator memory allocations with their stacks into\n"
+          ".memtrace files and analyses them.\n\ncommands:\n",
+          f);
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+        fprintf(f, "  %-10s %s\n", commands[k].name, commands[k].summary);
+    fputs("\nRun 'memtrace COMMAND --help' for a command's options.\n", f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return MT_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        usage(stdout);
+        return MT_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+        printf("memtrace %s (libmemtrace %s)\n", PACKAGE_VERSION, memtrace_version());
+        return MT_EXIT_OK;
+    }
+    if (strcmp(name, "help") == 0) {
+        if (argc < 3) {
+            usage(stdout);
+            return MT_EXIT_OK;
+        }
+        const struct mt_cmd *c = find_cmd(argv[2]);
+        if (!c) {
+            mt_error("unknown command '%s'; see 'memtrace --help'", argv[2]);
+            return MT_EXIT_USAGE;
+        }
+        char *help_argv[] = {argv[2], "--help", NULL};
+        return c->fn(2, help_argv);
+    }
+    if (name[0] == '-') {
+        mt_error("unknown option '%s'; see 'memtrace --help'", name);
+        return MT_EXIT_USAGE;
+    }
+    const struct mt_cmd *c = find_cmd(name);
+    if (!c) {
+        mt_error("unknown command '%s'; see 'memtrace --help'", name);
+        return MT_EXIT_USAGE;
+    }
+    return c->fn(argc - 1, argv + 1);
+}
