@@ -1,1 +1,5 @@
-# examples: see the top-level Makefile.am
+# examples: workloads on memtrace's host device that really run; built by `make`.
+noinst_PROGRAMS += examples/train_mlp examples/fragmentation examples/oom
+examples_train_mlp_LDADD = libmemtrace.la -lm
+examples_fragmentation_LDADD = libmemtrace.la
+examples_oom_LDADD = libmemtrace.la
