@@ -12,3 +12,25 @@ libmemtrace_preload_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 libmemtrace_preload_la_LIBADD = libmemtrace.la $(LIBS)
 EXTRA_libmemtrace_preload_la_DEPENDENCIES = $(srcdir)/interpose/exports.txt
 EXTRA_DIST += interpose/exports.txt
+
+# Tests: programs under test are plain C linked with the fake driver, never with
+# memtrace; the TAP drivers run them under LD_PRELOAD and read what they wrote.
+IP_TEST_CPPFLAGS = $(AM_CPPFLAGS) -DBUILDDIR='"$(abs_top_builddir)"'
+IP_TEST_DEPS = libmemtrace_preload.la tests/interpose/cuda_prog $(FAKE_CUDA_LIB)
+check_PROGRAMS += tests/interpose/cuda_prog
+tests_interpose_cuda_prog_LDADD = -Ltests/fakes -l:libcuda.so.1 -lpthread
+EXTRA_tests_interpose_cuda_prog_DEPENDENCIES = $(FAKE_CUDA_LIB)
+EXTRA_DIST += tests/interpose/harness.h
+
+check_PROGRAMS += tests/interpose/driver-t
+TESTS += tests/interpose/driver-t
+tests_interpose_driver_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_driver_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_driver_t_DEPENDENCIES = $(IP_TEST_DEPS)
+
+check_PROGRAMS += tests/interpose/getproc_prog tests/interpose/getproc-t
+TESTS += tests/interpose/getproc-t
+tests_interpose_getproc_prog_LDADD = $(LIBS)
+tests_interpose_getproc_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_getproc_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_getproc_t_DEPENDENCIES = $(IP_TEST_DEPS) tests/interpose/getproc_prog

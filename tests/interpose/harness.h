@@ -1,0 +1,222 @@
+/* harness.h: running a program under the preload library and reading what it
+ * recorded, for the interposer's tests (header-only, one copy per test). */
+#ifndef MEMTRACE_TESTS_INTERPOSE_HARNESS_H
+#define MEMTRACE_TESTS_INTERPOSE_HARNESS_H
+
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "memtrace.h"
+#include "memtrace_snapshot.h"
+#include "tap.h"
+
+#ifndef BUILDDIR
+#error "BUILDDIR must name the build tree"
+#endif
+
+#define PRELOAD_SO BUILDDIR "/.libs/libmemtrace_preload.so"
+#define FAKE_DIR   BUILDDIR "/tests/fakes"
+#define PROG_DIR   BUILDDIR "/tests/interpose"
+
+static char h_tmpdir[256];
+
+/* A sanitizer runtime must come first in LD_PRELOAD; find the one this test uses. */
+static int h_find_asan(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    if (info->dlpi_name != NULL && strstr(info->dlpi_name, "libasan.so") != NULL) {
+        snprintf(data, 512, "%s", info->dlpi_name);
+        return 1;
+    }
+    return 0;
+}
+
+static void h_setup(void)
+{
+    char asan[512] = "";
+    char preload[1100];
+    if (access(PRELOAD_SO, R_OK) != 0)
+        bail_out("the preload library is not built: " PRELOAD_SO);
+    if (access(FAKE_DIR "/libcuda.so.1", R_OK) != 0)
+        skip_all("the fake libcuda.so.1 is not built");
+    snprintf(h_tmpdir, sizeof h_tmpdir, "/tmp/mt-interpose-XXXXXX");
+    if (mkdtemp(h_tmpdir) == NULL)
+        bail_out("mkdtemp failed");
+    dl_iterate_phdr(h_find_asan, asan);
+    snprintf(preload, sizeof preload, "%s%s%s", asan, asan[0] ? " " : "", PRELOAD_SO);
+    setenv("LD_PRELOAD_FOR_TEST", preload, 1);
+    setenv("LD_LIBRARY_PATH", FAKE_DIR, 1);
+    /* The recorder keeps its tables for the life of the process by design. */
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    unsetenv("MEMTRACE_STACKS");
+    unsetenv("MEMTRACE_DUMP_SIGNAL");
+    unsetenv("MEMTRACE_FLUSH_MS");
+    unsetenv("MEMTRACE_SAMPLE_MS");
+    unsetenv("MEMTRACE_MAX_ENTRIES");
+    unsetenv("MEMTRACE_CACHING");
+}
+
+static void h_cleanup(void)
+{
+    DIR *d = opendir(h_tmpdir);
+    struct dirent *e;
+    char p[600];
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", h_tmpdir, e->d_name);
+        unlink(p);
+    }
+    if (d != NULL)
+        closedir(d);
+    rmdir(h_tmpdir);
+}
+
+/* Starts argv with the preload (if preload) and returns the pid; the child's stdout
+ * goes to *out_fd (a pipe) when out_fd is not NULL, stderr to err_path if set. */
+static pid_t h_spawn(char *const argv[], int preload, int *out_fd, const char *err_path)
+{
+    int p[2] = {-1, -1};
+    if (out_fd != NULL && pipe(p) != 0)
+        bail_out("pipe failed");
+    pid_t pid = fork();
+    if (pid < 0)
+        bail_out("fork failed");
+    if (pid == 0) {
+        if (preload)
+            setenv("LD_PRELOAD", getenv("LD_PRELOAD_FOR_TEST"), 1);
+        if (out_fd != NULL) {
+            dup2(p[1], 1);
+            close(p[0]);
+            close(p[1]);
+        }
+        if (err_path != NULL) {
+            int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd >= 0) {
+                dup2(fd, 2);
+                close(fd);
+            }
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    if (out_fd != NULL) {
+        close(p[1]);
+        *out_fd = p[0];
+    }
+    return pid;
+}
+
+/* Reads fd to its end into a malloc'd string. */
+static char *h_slurp_fd(int fd)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    ssize_t r;
+    while ((r = read(fd, buf + n, cap - n - 1)) > 0) {
+        n += (size_t)r;
+        if (cap - n < 2)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    close(fd);
+    return buf;
+}
+
+__attribute__((unused)) static char *h_slurp_file(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return strdup("");
+    return h_slurp_fd(fd);
+}
+
+/* Runs argv to the end; returns its wait status and its stdout in *out. */
+static int h_run(char *const argv[], int preload, char **out, const char *err_path)
+{
+    int fd, st;
+    pid_t pid = h_spawn(argv, preload, &fd, err_path);
+    char *s = h_slurp_fd(fd);
+    waitpid(pid, &st, 0);
+    if (out != NULL)
+        *out = s;
+    else
+        free(s);
+    return st;
+}
+
+/* The events of a file, read with the public reader. */
+struct h_file {
+    struct memtrace_event *ev;
+    size_t n;
+    int truncated;
+    int rc; /* reader open or read error, 0 if none */
+    struct memtrace_reader *r;
+};
+
+static void h_read(struct h_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    struct memtrace_errinfo err;
+    f->rc = memtrace_reader_open(&f->r, path, &err);
+    if (f->rc != 0) {
+        diag("cannot open %s: %s", path, err.text);
+        return;
+    }
+    size_t cap = 1024;
+    f->ev = malloc(cap * sizeof *f->ev);
+    int rc;
+    struct memtrace_event e;
+    while ((rc = memtrace_reader_next(f->r, &e)) == 1) {
+        if (f->n == cap)
+            f->ev = realloc(f->ev, (cap *= 2) * sizeof *f->ev);
+        f->ev[f->n++] = e;
+    }
+    if (rc < 0) {
+        f->rc = rc;
+        diag("read error in %s: %s", path, memtrace_reader_error(f->r)->text);
+    }
+    f->truncated = memtrace_reader_truncated(f->r);
+}
+
+static void h_close(struct h_file *f)
+{
+    if (f->r != NULL)
+        memtrace_reader_close(f->r);
+    free(f->ev);
+    memset(f, 0, sizeof *f);
+}
+
+__attribute__((unused)) static size_t h_count(const struct h_file *f, int action)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->n; i++)
+        n += f->ev[i].action == action;
+    return n;
+}
+
+/* Number of files in the temporary directory whose name starts with prefix. */
+__attribute__((unused)) static int h_count_files(const char *prefix)
+{
+    DIR *d = opendir(h_tmpdir);
+    struct dirent *e;
+    int n = 0;
+    while (d != NULL && (e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+#endif
