@@ -2,3 +2,14 @@
 libmemtrace_core_la_SOURCES += snapshot/writer.c snapshot/writer.h snapshot/reader.c \
 	snapshot/format.h
 include_HEADERS += snapshot/memtrace_snapshot.h
+
+check_PROGRAMS += tests/snapshot/writer-t
+TESTS += tests/snapshot/writer-t
+tests_snapshot_writer_t_SOURCES = tests/snapshot/writer-t.c tests/snapshot/training.h \
+	tests/snapshot/util.h
+tests_snapshot_writer_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+check_PROGRAMS += tests/snapshot/reader-t
+TESTS += tests/snapshot/reader-t
+tests_snapshot_reader_t_SOURCES = tests/snapshot/reader-t.c tests/snapshot/util.h
+tests_snapshot_reader_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

@@ -1,0 +1,325 @@
+/* reader-t: snapshot/reader.c on truncated, corrupt and foreign files. */
+#include "config.h"
+
+#include "memtrace_snapshot.h"
+#include "writer.h"
+
+#include "format.h"
+#include "tap.h"
+#include "util.h"
+
+#include <zlib.h>
+
+#define NEV 60
+
+static char dir[64];
+static struct memtrace_event events[NEV];
+
+static void path_of(char *buf, size_t size, const char *name)
+{
+    snprintf(buf, size, "%s/%s", dir, name);
+}
+
+/* A small valid file: tables, three EVENTS chunks, a state, the end. */
+static void make_valid(const char *path)
+{
+    uint64_t s = 99;
+    for (int i = 0; i < NEV; i++) {
+        struct memtrace_event *e = &events[i];
+        memset(e, 0, sizeof(*e));
+        e->time_ns = 1000 + (uint64_t)i * 1500 - (i % 7 == 3 ? 4000 : 0);
+        e->addr = 0x7f0000000000ULL + (rnd_next(&s) % 8) * 4096;
+        e->size = 4096;
+        e->requested_size = 4000 + (uint64_t)i;
+        e->device = i % 5 == 0 ? -1 : 0;
+        e->tid = 100 + (uint32_t)(i % 2);
+        e->stack = 1 + (uint32_t)(i % 2);
+        e->source = 1;
+        e->action = (uint8_t)(i % 2 ? MEMTRACE_FREE_COMPLETED : MEMTRACE_ALLOC);
+    }
+    events[NEV - 1].addr = UINT64_MAX;
+    events[NEV - 1].time_ns = UINT64_MAX;
+    struct mt_writer *w;
+    if (mt_writer_open(&w, path) != 0)
+        bail_out("cannot write test file");
+    mt_writer_meta(w, "{\"pid\":7}");
+    const char *strs[2] = {"caching_allocator", "main"};
+    mt_writer_strings(w, 1, 2, strs);
+    struct mt_frame_rec f = {0x401000, 0x1000, 0, 2, 0, 0};
+    mt_writer_frames(w, 1, 1, &f);
+    uint32_t parent[2] = {0, 1}, frame[2] = {1, 1};
+    mt_writer_stacks(w, 1, 2, parent, frame);
+    mt_writer_events(w, events, 20);
+    mt_writer_events(w, events + 20, 20);
+    mt_writer_events(w, events + 40, 20);
+    struct memtrace_segment seg = {.addr = 0x7f0000000000ULL, .total_size = 2 << 20};
+    mt_writer_state(w, 99999, &seg, 1);
+    mt_writer_end(w, "{\"events\":60}");
+}
+
+/* Chunk offsets of a file image. */
+static int chunk_offsets(const uint8_t *buf, size_t len, size_t *offs, int max)
+{
+    int n = 0;
+    for (size_t off = MT_HEADER_LEN; off + MT_CHUNK_HEADER_LEN <= len && n < max;) {
+        offs[n++] = off;
+        off += MT_CHUNK_HEADER_LEN + mt_get_u32(buf + off + 4);
+    }
+    return n;
+}
+
+struct result {
+    int open_rc;
+    int next_rc; /* last return of next() */
+    int count;
+    int prefix_ok; /* events equal to the original's first ones */
+    int truncated;
+    struct memtrace_errinfo err;
+};
+
+static struct result read_all(const char *path)
+{
+    struct result res;
+    memset(&res, 0, sizeof(res));
+    res.prefix_ok = 1;
+    struct memtrace_reader *r;
+    res.open_rc = memtrace_reader_open(&r, path, &res.err);
+    if (res.open_rc != 0)
+        return res;
+    struct memtrace_event e;
+    while ((res.next_rc = memtrace_reader_next(r, &e)) == 1) {
+        if (res.count >= NEV || !event_equal(&e, &events[res.count]))
+            res.prefix_ok = 0;
+        res.count++;
+    }
+    res.truncated = memtrace_reader_truncated(r);
+    if (res.next_rc < 0)
+        res.err = *memtrace_reader_error(r);
+    memtrace_reader_close(r);
+    return res;
+}
+
+static void every_cut(const uint8_t *buf, size_t len, const size_t *offs, int nchunks)
+{
+    char path[128];
+    path_of(path, sizeof(path), "cut.memtrace");
+    int bad_header = 0, bad_body = 0, not_monotonic = 0, prev = 0;
+    int at_boundary[8] = {0};
+    for (size_t cut = 0; cut < len; cut++) {
+        spill(path, buf, cut);
+        struct result res = read_all(path);
+        if (cut < MT_HEADER_LEN) {
+            int want = cut == 0 ? MEMTRACE_EFORMAT : MEMTRACE_ETRUNC;
+            const char *text = cut == 0 ? "empty file" : "file ends inside the header";
+            if (res.open_rc != want || strstr(res.err.text, text) == NULL) {
+                bad_header++;
+                diag("cut %zu: %d %s", cut, res.open_rc, res.err.text);
+            }
+            continue;
+        }
+        if (res.open_rc != 0 || res.next_rc != 0 || !res.prefix_ok || res.count > NEV ||
+            res.truncated != 1) {
+            bad_body++;
+            diag("cut %zu: open %d next %d count %d prefix %d truncated %d: %s", cut, res.open_rc,
+                 res.next_rc, res.count, res.prefix_ok, res.truncated, res.err.text);
+        }
+        if (res.count < prev)
+            not_monotonic++;
+        prev = res.count;
+        for (int c = 0; c < nchunks && c < 8; c++)
+            if (offs[c] == cut)
+                at_boundary[c] = res.count;
+    }
+    is_int(0, bad_header, "cuts inside the header are clean errors (%d cuts)", MT_HEADER_LEN);
+    is_int(0, bad_body, "every later cut (%zu) reads a prefix and reports truncation",
+           len - MT_HEADER_LEN);
+    is_int(0, not_monotonic, "later cuts never yield fewer events");
+    /* chunks: meta, strings, frames, stacks, events x3, state, end */
+    ok(at_boundary[4] == 0 && at_boundary[5] == 20 && at_boundary[6] == 40 &&
+           at_boundary[7] == NEV && at_boundary[8 - 1] == NEV,
+       "cut at chunk boundaries: 0, 20, 40, 60 events (got %d %d %d %d)", at_boundary[4],
+       at_boundary[5], at_boundary[6], at_boundary[7]);
+    unlink(path);
+}
+
+static void expect_error(const char *name, const void *data, size_t len, int code, const char *text)
+{
+    char path[128];
+    path_of(path, sizeof(path), name);
+    spill(path, data, len);
+    struct result res = read_all(path);
+    int rc = res.open_rc ? res.open_rc : res.next_rc;
+    is_int(code, rc, "%s: code %d", name, code);
+    char want[256];
+    snprintf(want, sizeof(want), "%s: %s", path, text);
+    is_string(want, res.err.text, "%s: message", name);
+    unlink(path);
+}
+
+static void foreign_files(const uint8_t *buf, size_t len)
+{
+    static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0,
+                                  0,    13,  'I', 'H', 'D',  'R',  0,    0,    1, 0};
+    expect_error("image.png", png, sizeof(png), MEMTRACE_EFORMAT,
+                 "not a memtrace file (bad magic)");
+    expect_error("x.bin", "MEMTRACX\1\0\0\0\0\0\0\0", 16, MEMTRACE_EFORMAT,
+                 "not a memtrace file (bad magic)");
+    const char *txt = "hello, this is a text file\n";
+    expect_error("notes.txt", txt, strlen(txt), MEMTRACE_EFORMAT,
+                 "not a memtrace file (bad magic)");
+    expect_error("empty.memtrace", "", 0, MEMTRACE_EFORMAT, "empty file, not a memtrace file");
+
+    uint8_t *copy = malloc(len);
+    memcpy(copy, buf, len);
+    mt_put_u16(copy + 8, 2);
+    expect_error("newer.memtrace", copy, len, MEMTRACE_EVERSION,
+                 "format version 2.0 is newer than this reader (1.0)");
+    mt_put_u16(copy + 8, 0);
+    expect_error("zero.memtrace", copy, len, MEMTRACE_EFORMAT, "unsupported format version 0.0");
+    free(copy);
+
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    int rc = memtrace_reader_open(&r, dir, &err);
+    is_int(MEMTRACE_EIO, rc, "a directory: MEMTRACE_EIO");
+    char want[256];
+    snprintf(want, sizeof(want), "%s: is a directory, not a memtrace file", dir);
+    is_string(want, err.text, "a directory: message");
+    char missing[128];
+    path_of(missing, sizeof(missing), "missing.memtrace");
+    rc = memtrace_reader_open(&r, missing, &err);
+    is_int(MEMTRACE_EIO, rc, "a missing file: MEMTRACE_EIO");
+    snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", missing);
+    is_string(want, err.text, "a missing file: message");
+    ok(r == NULL, "failed open sets *out to NULL");
+}
+
+static void corruption(const uint8_t *buf, size_t len, const size_t *offs, int nchunks)
+{
+    uint8_t *copy = malloc(len + 64);
+    char text[160];
+    /* a payload byte of the middle EVENTS chunk */
+    memcpy(copy, buf, len);
+    size_t mid = offs[5];
+    copy[mid + MT_CHUNK_HEADER_LEN + 3] ^= 0x40;
+    snprintf(text, sizeof(text), "chunk at offset %zu: checksum mismatch", mid);
+    expect_error("flip-payload.memtrace", copy, len, MEMTRACE_EFORMAT, text);
+    char path[128];
+    path_of(path, sizeof(path), "flip.memtrace");
+    spill(path, copy, len);
+    struct result res = read_all(path);
+    ok(res.count == 20 && res.prefix_ok && res.err.offset == mid,
+       "events before the damage are read (%d), error offset %llu", res.count,
+       (unsigned long long)res.err.offset);
+
+    /* a length byte of the same chunk's header */
+    memcpy(copy, buf, len);
+    copy[mid + 5] ^= 0x01;
+    snprintf(text, sizeof(text), "corrupt chunk header at offset %zu", mid);
+    expect_error("flip-header.memtrace", copy, len, MEMTRACE_EFORMAT, text);
+
+    /* an impossible length with a consistent header */
+    memcpy(copy, buf, len);
+    mt_put_u32(copy + mid + 4, 0x7fffffffu);
+    mt_put_u32(copy + mid + 16, (uint32_t)crc32(0, copy + mid, 16));
+    snprintf(text, sizeof(text),
+             "chunk at offset %zu: impossible length (2147483647 stored, %u raw)", mid,
+             mt_get_u32(buf + mid + 8));
+    expect_error("huge-length.memtrace", copy, len, MEMTRACE_EFORMAT, text);
+
+    /* damage in the last chunk (END) is truncation, not an error */
+    memcpy(copy, buf, len);
+    copy[len - 2] ^= 0xff;
+    spill(path, copy, len);
+    res = read_all(path);
+    ok(res.open_rc == 0 && res.next_rc == 0 && res.count == NEV && res.truncated == 1,
+       "a damaged last chunk reads all events and reports truncation");
+
+    /* a chunk of an unknown kind is skipped (newer minor versions may add some) */
+    size_t at = offs[5];
+    memcpy(copy, buf, at);
+    uint8_t *h = copy + at;
+    memset(h, 0, MT_CHUNK_HEADER_LEN);
+    uLongf clen = 32;
+    uint8_t payload[4] = {1, 2, 3, 4};
+    compress2(h + MT_CHUNK_HEADER_LEN, &clen, payload, 4, 1);
+    h[0] = 200;
+    mt_put_u32(h + 4, (uint32_t)clen);
+    mt_put_u32(h + 8, 4);
+    mt_put_u32(h + 12, (uint32_t)crc32(0, h + MT_CHUNK_HEADER_LEN, (uInt)clen));
+    mt_put_u32(h + 16, (uint32_t)crc32(0, h, 16));
+    size_t extra = MT_CHUNK_HEADER_LEN + clen;
+    memcpy(copy + at + extra, buf + at, len - at);
+    spill(path, copy, len + extra);
+    res = read_all(path);
+    ok(res.open_rc == 0 && res.next_rc == 0 && res.count == NEV && res.prefix_ok &&
+           res.truncated == 0,
+       "an unknown chunk kind is skipped");
+    unlink(path);
+    free(copy);
+    (void)nchunks;
+}
+
+static void tables_and_unknown_ids(const char *path)
+{
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    is_int(0, memtrace_reader_open(&r, path, &err), "valid file opens");
+    is_string("{\"pid\":7,\"format_version\":1}", memtrace_reader_meta(r), "META is read by open");
+    is_int(1, memtrace_reader_version(r), "version 1");
+    ok(memtrace_reader_end(r) == NULL, "no END before the events are read");
+    is_string("main", memtrace_reader_string(r, 2), "string 2");
+    is_string("", memtrace_reader_string(r, 3), "unknown string id is empty");
+    const struct memtrace_frame *f = memtrace_reader_frame(r, 1);
+    ok(f && f->ip == 0x401000 && f->offset == 0x1000 && strcmp(f->symbol, "main") == 0 &&
+           strcmp(f->module, "") == 0,
+       "frame 1");
+    ok(memtrace_reader_frame(r, 2) == NULL && memtrace_reader_frame(r, 0) == NULL,
+       "unknown frame ids are NULL");
+    uint32_t fr[4];
+    is_int(2, memtrace_reader_stack(r, 2, fr, 4), "stack 2 has depth 2");
+    is_int(0, memtrace_reader_stack(r, 77, fr, 4), "unknown stack id has depth 0");
+    fr[1] = 12345;
+    ok(memtrace_reader_stack(r, 2, fr, 1) == 2 && fr[0] == 1 && fr[1] == 12345,
+       "max bounds the frames written, not the depth returned");
+    ok(memtrace_reader_offset(r) < memtrace_reader_file_size(r), "offset is inside the file");
+    struct memtrace_event e;
+    int n = 0;
+    while (memtrace_reader_next(r, &e) == 1)
+        n++;
+    is_int(NEV, n, "all events");
+    is_int(0, memtrace_reader_next(r, &e), "next keeps returning 0 at the end");
+    is_string("{\"events\":60}", memtrace_reader_end(r), "END read");
+    is_int(0, memtrace_reader_truncated(r), "not truncated");
+    is_int(1, (long long)memtrace_reader_segment_count(r), "STATE after the events read");
+    ok(memtrace_reader_offset(r) == memtrace_reader_file_size(r), "offset reaches the file size");
+    is_int(0, memtrace_reader_error(r)->code, "no error");
+    memtrace_reader_close(r);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/memtrace-reader-t-XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        bail_out("mkdtemp failed");
+    char path[128];
+    path_of(path, sizeof(path), "valid.memtrace");
+    make_valid(path);
+    size_t len = 0;
+    uint8_t *buf = slurp(path, &len);
+    size_t offs[16];
+    int nchunks = chunk_offsets(buf, len, offs, 16);
+    is_int(9, nchunks, "valid file has 9 chunks");
+    diag("valid file: %zu bytes", len);
+
+    tables_and_unknown_ids(path);
+    every_cut(buf, len, offs, nchunks);
+    foreign_files(buf, len);
+    corruption(buf, len, offs, nchunks);
+
+    unlink(path);
+    free(buf);
+    rmdir(dir);
+    done_testing();
+    return exit_status();
+}
