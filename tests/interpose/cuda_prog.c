@@ -106,10 +106,11 @@ static void ev(const char *action, const char *source, uint64_t addr, uint64_t s
            (unsigned long long)size, dev);
 }
 
+static CUcontext ctx;
+
 static void setup(void)
 {
     int dev;
-    CUcontext ctx;
     CHECK(cuInit(0));
     CHECK(cuDeviceGet(&dev, 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
@@ -251,6 +252,7 @@ static int driver(void)
 static void *worker(void *arg)
 {
     size_t base = (size_t)(uintptr_t)arg;
+    CHECK(cuCtxSetCurrent(ctx));
     for (int i = 0; i < PER_THREAD; i++) {
         CUdeviceptr p;
         CHECK(cuMemAlloc_v2(&p, base + (size_t)i * 512));
