@@ -194,7 +194,8 @@ static uint32_t cache_lookup(uint64_t h, const uintptr_t *ips, int n)
         struct cache_entry *e = atomic_load_explicit(&t->slot[j], memory_order_acquire);
         if (e == NULL)
             return 0;
-        if (e->hash == h && e->n == (uint32_t)n && memcmp(e->ips, ips, n * sizeof *ips) == 0)
+        if (e->hash == h && e->n == (uint32_t)n &&
+            memcmp(e->ips, ips, (size_t)n * sizeof *ips) == 0)
             return e->id;
     }
 }
