@@ -13,3 +13,14 @@ check_PROGRAMS += tests/snapshot/reader-t
 TESTS += tests/snapshot/reader-t
 tests_snapshot_reader_t_SOURCES = tests/snapshot/reader-t.c tests/snapshot/util.h
 tests_snapshot_reader_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+check_PROGRAMS += tests/snapshot/suites-t
+TESTS += tests/snapshot/suites-t
+tests_snapshot_suites_t_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'
+tests_snapshot_suites_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_DIST += tests/snapshot/valid tests/snapshot/invalid
+
+# Rewrites the committed cases: tests/snapshot/gen-cases $(top_srcdir)/tests/snapshot
+check_PROGRAMS += tests/snapshot/gen-cases
+tests_snapshot_gen_cases_SOURCES = tests/snapshot/gen-cases.c tests/snapshot/util.h
+tests_snapshot_gen_cases_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
