@@ -1,7 +1,7 @@
 /* tap.h: a small Test Anything Protocol writer for memtrace's tests.
  *
  *   plan(3); ok(x == 1, "x is one"); is_int(2, y, "y"); is_string("a", s, "s");
- *   skip_all("no CUDA device");  -- prints "1..0 # skip ..." and exits 77
+ *   skip_all("no CUDA device");  -- prints "1..0 # skip ..." and exits 0
  *   return exit_status();         -- 0 when every planned test passed
  */
 #ifndef MEMTRACE_TAP_H
@@ -106,7 +106,9 @@ static inline void skip_all(const char *reason)
 {
     printf("1..0 # skip %s\n", reason);
     fflush(stdout);
-    exit(77);
+    /* Automake's TAP driver reads the skip from the plan line and counts any non-zero
+     * exit as an error (exit 77 means skip only to its plain test driver). */
+    exit(0);
 }
 
 static inline void bail_out(const char *reason) __attribute__((noreturn));

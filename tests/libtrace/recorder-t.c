@@ -194,8 +194,10 @@ static __attribute__((noinline)) uint32_t recorder_test_alloc_site(void)
 static void test_stacks(void)
 {
     start(0, MEMTRACE_CONTEXT_STATE, NULL);
-    uint32_t s1 = recorder_test_alloc_site();
-    uint32_t s2 = recorder_test_alloc_site();
+    uint32_t s[2];
+    for (volatile int i = 0; i < 2; i++) /* volatile: one call site, not unrolled */
+        s[i] = recorder_test_alloc_site();
+    uint32_t s1 = s[0], s2 = s[1];
     struct memtrace_event fr = {.action = MEMTRACE_FREE_COMPLETED};
     memtrace_record_event(&fr);
     memtrace_record_history(NULL);
@@ -315,7 +317,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(49);
+    plan(51);
     test_threads();
     test_ring();
     test_options();
