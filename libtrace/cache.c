@@ -64,7 +64,8 @@ static struct mt_block *block_new(struct memtrace_allocator *a)
 
 static void block_put(struct memtrace_allocator *a, struct mt_block *b)
 {
-    free(b->streams);
+    if (b->streams)
+        free(b->streams);
     b->streams = NULL;
     b->hnext = a->free_blocks;
     a->free_blocks = b;
@@ -106,7 +107,7 @@ static void segment_unlink_put(struct memtrace_allocator *a, struct mt_segment *
 
 static inline uint64_t prio(const struct mt_block *b)
 {
-    return mt_hash_u64(b->addr);
+    return b->prio;
 }
 
 static inline int key_less(uint64_t s1, uint64_t z1, uint64_t a1, uint64_t s2, uint64_t z2,
@@ -179,6 +180,7 @@ static struct mt_block *treap_erase(struct mt_block *t, struct mt_block *b)
  * its count is settled when it enters and leaves the tree. */
 static void tree_insert(struct memtrace_allocator *a, struct mt_block *b)
 {
+    b->prio = mt_hash_u64(b->addr);
     a->tree[b->pool] = treap_insert(a->tree[b->pool], b);
     b->in_tree = 1;
     if (b->prev || b->next) {
@@ -605,7 +607,8 @@ static void garbage_collect(struct memtrace_allocator *a)
         return;
     target = (uint64_t)reserved - threshold;
     while (freed < target) {
-        uint64_t total_age = 0, n = 0, avg;
+        uint64_t total_age = 0, n = 0;
+        double avg;
         struct mt_segment *s, *next;
         for (s = a->segments; s; s = s->next) {
             if (!s->expandable && s->first->in_tree && !s->first->next) {
@@ -615,11 +618,11 @@ static void garbage_collect(struct memtrace_allocator *a)
         }
         if (!n)
             break;
-        avg = total_age / n;
+        avg = (double)total_age / (double)n;
         for (s = a->segments; s && freed < target; s = next) {
             next = s->next;
             if (!s->expandable && s->first->in_tree && !s->first->next &&
-                a->gc_clock - s->first->last_used >= avg) {
+                (double)(a->gc_clock - s->first->last_used) >= avg) {
                 freed += s->size;
                 segment_free(a, s);
             }

@@ -77,6 +77,7 @@ struct mt_block {
     uint32_t pending; /* events still to complete */
     uint32_t stack;
     uint64_t last_used; /* gc clock at free */
+    uint64_t prio;      /* treap priority, fixed while in the tree */
     uint8_t allocated;  /* handed out (or pending free) */
     uint8_t in_tree;
     uint8_t pool;
@@ -123,8 +124,25 @@ struct memtrace_allocator {
     struct memtrace_allocator *reg_next; /* registry of live allocators */
 };
 
-/* cache_stats.c: the stat arrays are indexed 0 (all), 1 + pool. */
-void mt_stat_update(struct memtrace_stat *arr, int pool, int64_t delta);
+/* The stat arrays are indexed 0 (all), 1 + pool. Inline: it runs ten times per
+ * alloc+free pair. */
+static inline void mt_stat_one(struct memtrace_stat *s, int64_t delta)
+{
+    s->current += delta;
+    if (delta > 0) {
+        s->allocated += delta;
+        if (s->current > s->peak)
+            s->peak = s->current;
+    } else {
+        s->freed -= delta;
+    }
+}
+
+static inline void mt_stat_update(struct memtrace_stat *arr, int pool, int64_t delta)
+{
+    mt_stat_one(&arr[MEMTRACE_STAT_ALL], delta);
+    mt_stat_one(&arr[1 + pool], delta);
+}
 
 /* cache.c: the state provider (tests call it directly). */
 void mt_alloc_provide_state(void *ctx, memtrace_segment_sink sink, void *sink_ctx);

@@ -4,21 +4,6 @@
 
 #include "cache_impl.h"
 
-void mt_stat_update(struct memtrace_stat *arr, int pool, int64_t delta)
-{
-    struct memtrace_stat *s[2] = {&arr[MEMTRACE_STAT_ALL], &arr[1 + pool]};
-    for (int i = 0; i < 2; i++) {
-        s[i]->current += delta;
-        if (delta > 0) {
-            s[i]->allocated += delta;
-            if (s[i]->current > s[i]->peak)
-                s[i]->peak = s[i]->current;
-        } else {
-            s[i]->freed -= delta;
-        }
-    }
-}
-
 MEMTRACE_API int memtrace_alloc_get_stats(struct memtrace_allocator *a,
                                           struct memtrace_alloc_stats *out)
 {
