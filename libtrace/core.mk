@@ -15,3 +15,4 @@ libmemtrace_la_SOURCES =
 libmemtrace_la_LIBADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 libmemtrace_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0
 include_HEADERS += libtrace/memtrace.h
+include libtrace/stack-tests.mk
