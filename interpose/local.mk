@@ -46,3 +46,21 @@ EXTRA_tests_interpose_fork_t_DEPENDENCIES = $(IP_TEST_DEPS)
 tests_interpose_kill_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
 tests_interpose_kill_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_tests_interpose_kill_t_DEPENDENCIES = $(IP_TEST_DEPS) memtrace$(EXEEXT)
+
+check_PROGRAMS += tests/interpose/config-t
+TESTS += tests/interpose/config-t tests/interpose/exports-t.sh
+tests_interpose_config_t_SOURCES = tests/interpose/config-t.c interpose/config.c
+tests_interpose_config_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_config_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_config_t_DEPENDENCIES = $(IP_TEST_DEPS)
+EXTRA_DIST += tests/interpose/exports-t.sh
+
+check_PROGRAMS += tests/interpose/cudart-t
+TESTS += tests/interpose/cudart-t
+tests_interpose_cudart_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_cudart_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_cudart_t_DEPENDENCIES = $(IP_TEST_DEPS)
+if HAVE_CUDART
+EXTRA_tests_interpose_cudart_t_DEPENDENCIES += tests/fakes/cudart_static_prog \
+	tests/fakes/cudart_shared_prog
+endif

@@ -21,6 +21,9 @@
 #include "memtrace_snapshot.h"
 #include "tap.h"
 
+/* Each test uses a part of this header. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+
 #ifndef BUILDDIR
 #error "BUILDDIR must name the build tree"
 #endif
@@ -134,7 +137,7 @@ static char *h_slurp_fd(int fd)
     return buf;
 }
 
-__attribute__((unused)) static char *h_slurp_file(const char *path)
+static char *h_slurp_file(const char *path)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0)
@@ -198,7 +201,7 @@ static void h_close(struct h_file *f)
     memset(f, 0, sizeof *f);
 }
 
-__attribute__((unused)) static size_t h_count(const struct h_file *f, int action)
+static size_t h_count(const struct h_file *f, int action)
 {
     size_t n = 0;
     for (size_t i = 0; i < f->n; i++)
@@ -207,7 +210,7 @@ __attribute__((unused)) static size_t h_count(const struct h_file *f, int action
 }
 
 /* Number of files in the temporary directory whose name starts with prefix. */
-__attribute__((unused)) static int h_count_files(const char *prefix)
+static int h_count_files(const char *prefix)
 {
     DIR *d = opendir(h_tmpdir);
     struct dirent *e;
