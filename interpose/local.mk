@@ -64,3 +64,17 @@ if HAVE_CUDART
 EXTRA_tests_interpose_cudart_t_DEPENDENCIES += tests/fakes/cudart_static_prog \
 	tests/fakes/cudart_shared_prog
 endif
+
+# `memtrace run`, in a convenience library so that it alone gets the installed
+# location of the preload library.
+noinst_LTLIBRARIES += libmemtrace_run.la
+libmemtrace_run_la_SOURCES = viewer/run.c
+libmemtrace_run_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/viewer \
+	-DMT_PKGLIBDIR='"$(pkglibdir)"'
+memtrace_LDADD += libmemtrace_run.la
+
+check_PROGRAMS += tests/interpose/run-t
+TESTS += tests/interpose/run-t
+tests_interpose_run_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_run_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_run_t_DEPENDENCIES = $(IP_TEST_DEPS) memtrace$(EXEEXT)

@@ -1,0 +1,256 @@
+/* run.c: `memtrace run`: runs a command under libmemtrace_preload.so and summarises
+ * the files it wrote. The preload library is looked up next to this binary in a
+ * build tree (.libs/), then in the installed package library directory. */
+#include "config.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#ifndef MT_PKGLIBDIR
+#define MT_PKGLIBDIR "/usr/local/lib/memtrace"
+#endif
+#define PRELOAD_NAME "libmemtrace_preload.so"
+
+static const struct mt_opt run_opts[] = {
+    {"output", 'o', "PATTERN",
+     "output path; %p is the pid, %r the rank, %h the host, %% a percent sign "
+     "(default memtrace-%p.memtrace, one file per process)"},
+    {"stacks", 0, "N|none", "frames per stack, 0 to 128, or none (default 32)"},
+    {"flush-ms", 0, "N", "longest time between flushes to the file, in ms (default 1000)"},
+    {0},
+};
+
+static const struct mt_help run_help = {
+    "run",
+    "memtrace run [-o PATTERN] [--stacks N|none] [--flush-ms N] [--] COMMAND [ARGS...]",
+    "Runs COMMAND with memtrace's preload library, which records every CUDA device\n"
+    "allocation and free (driver and runtime API) with its stack into a .memtrace file\n"
+    "per process, streamed while it runs. Processes that never touch a device write no\n"
+    "file. Other settings come from the environment (MEMTRACE_SAMPLE_MS,\n"
+    "MEMTRACE_DUMP_SIGNAL, MEMTRACE_MAX_ENTRIES; see docs/interpose.md). SIGINT and\n"
+    "SIGTERM are passed to COMMAND. At the end, prints per file written: its path,\n"
+    "events and peak reserved device memory. Exits with COMMAND's status, or 128 plus\n"
+    "the signal that killed it.",
+    run_opts,
+};
+
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig)
+{
+    if (child_pid > 0)
+        kill((pid_t)child_pid, sig);
+}
+
+static int readable(const char *path)
+{
+    return access(path, R_OK) == 0;
+}
+
+static int find_preload(char *out, size_t size)
+{
+    const char *env = getenv("MEMTRACE_PRELOAD");
+    if (env != NULL && *env != '\0') {
+        snprintf(out, size, "%s", env);
+        return readable(out) ? 0 : -1;
+    }
+    char exe[3800];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            /* Uninstalled: the binary is in the build tree or in its .libs/. */
+            static const char *const rel[] = {"/.libs/" PRELOAD_NAME, "/" PRELOAD_NAME};
+            for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+                snprintf(out, size, "%s%s", exe, rel[i]);
+                if (strstr(exe, "/.libs") != NULL || i == 0)
+                    if (readable(out))
+                        return 0;
+            }
+        }
+    }
+    snprintf(out, size, "%s/%s", MT_PKGLIBDIR, PRELOAD_NAME);
+    return readable(out) ? 0 : -1;
+}
+
+/* The output pattern as a glob: any pid and rank, this host. */
+static void pattern_glob(const char *pat, char *out, size_t size)
+{
+    size_t n = 0;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    for (const char *p = pat; *p && n + 1 < size; p++) {
+        const char *add = NULL;
+        char one[2] = {*p, '\0'};
+        if (*p == '%' && p[1] != '\0') {
+            p++;
+            add = *p == 'p' || *p == 'r' ? "*" : *p == 'h' ? host : *p == '%' ? "%" : "";
+        } else {
+            add = one;
+        }
+        size_t len = strlen(add);
+        if (n + len + 1 >= size)
+            break;
+        memcpy(out + n, add, len);
+        n += len;
+    }
+    out[n] = '\0';
+}
+
+static void summarise(const char *path)
+{
+    struct memtrace_errinfo err;
+    struct memtrace_reader *r = NULL;
+    if (memtrace_reader_open(&r, path, &err) != 0) {
+        mt_error("%s", err.text);
+        return;
+    }
+    struct memtrace_event ev;
+    uint64_t events = 0;
+    int64_t cur = 0, peak = 0;
+    int rc;
+    while ((rc = memtrace_reader_next(r, &ev)) == 1) {
+        events++;
+        if (ev.device < 0)
+            continue;
+        if (ev.action == MEMTRACE_SEGMENT_ALLOC)
+            cur += (int64_t)ev.size;
+        else if (ev.action == MEMTRACE_SEGMENT_FREE)
+            cur -= (int64_t)ev.size;
+        if (cur > peak)
+            peak = cur;
+    }
+    char b1[32], b2[32];
+    fprintf(stderr, "memtrace: %s: %s events, peak reserved %s%s\n", path,
+            mt_fmt_count(b1, sizeof b1, events), mt_fmt_bytes(b2, sizeof b2, (uint64_t)peak),
+            rc < 0                         ? " (read error)"
+            : memtrace_reader_truncated(r) ? " (truncated)"
+                                           : "");
+    memtrace_reader_close(r);
+}
+
+int mt_cmd_run(int argc, char **argv)
+{
+    struct mt_args a;
+    const char *output = NULL, *stacks = NULL, *flush = NULL, *v;
+    char **cmd = NULL;
+    int k;
+
+    mt_args_init(&a, argc, argv, &run_help);
+    a.stop_at_positional = 1;
+    while ((k = mt_args_next(&a, &v)) != MT_OPT_END) {
+        if (k == MT_OPT_HELP) {
+            mt_help_print(stdout, &run_help);
+            return MT_EXIT_OK;
+        }
+        if (k == MT_OPT_ERROR)
+            return MT_EXIT_USAGE;
+        if (k == MT_OPT_POSITIONAL) {
+            cmd = &argv[mt_args_index(&a) - 1];
+            break;
+        }
+        if (k == 0) {
+            output = v;
+        } else if (k == 1) {
+            long long n;
+            if (strcmp(v, "none") != 0 && mt_parse_int("run", "--stacks", v, 0, 128, &n) != 0)
+                return MT_EXIT_USAGE;
+            stacks = v;
+        } else if (k == 2) {
+            long long n;
+            if (mt_parse_int("run", "--flush-ms", v, 1, 3600000, &n) != 0)
+                return MT_EXIT_USAGE;
+            flush = v;
+        }
+    }
+    if (cmd == NULL)
+        return mt_usage_error("run", "no command to run");
+
+    char preload[4096];
+    if (find_preload(preload, sizeof preload) != 0) {
+        mt_error("cannot find %s (looked next to this program and in %s); set MEMTRACE_PRELOAD "
+                 "to its path",
+                 PRELOAD_NAME, MT_PKGLIBDIR);
+        return MT_EXIT_FAIL;
+    }
+    /* Prepended, except that a sanitizer runtime must stay first. */
+    const char *old = getenv("LD_PRELOAD");
+    if (old == NULL)
+        old = "";
+    size_t keep = 0;
+    if (strncmp(old, "/", 1) == 0 && strstr(old, "san.so") != NULL) {
+        keep = strcspn(old, " :");
+        if (memmem(old, keep, "san.so", 6) == NULL)
+            keep = 0;
+    }
+    size_t len = strlen(preload) + strlen(old) + 3;
+    char *ld = malloc(len);
+    if (ld == NULL)
+        return MT_EXIT_FAIL;
+    if (keep > 0)
+        snprintf(ld, len, "%.*s %s%s", (int)keep, old, preload, old + keep);
+    else
+        snprintf(ld, len, "%s%s%s", preload, *old ? " " : "", old);
+    setenv("LD_PRELOAD", ld, 1);
+    free(ld);
+    if (output != NULL)
+        setenv("MEMTRACE_OUTPUT", output, 1);
+    if (stacks != NULL)
+        setenv("MEMTRACE_STACKS", stacks, 1);
+    if (flush != NULL)
+        setenv("MEMTRACE_FLUSH_MS", flush, 1);
+    const char *pattern = getenv("MEMTRACE_OUTPUT");
+    if (pattern == NULL || *pattern == '\0')
+        pattern = "memtrace-%p.memtrace";
+
+    time_t started = time(NULL);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        mt_error("cannot fork: %s", strerror(errno));
+        return MT_EXIT_FAIL;
+    }
+    if (pid == 0) {
+        execvp(cmd[0], cmd);
+        mt_error("cannot run %s: %s", cmd[0], strerror(errno));
+        _exit(127);
+    }
+    child_pid = pid;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    child_pid = 0;
+    int status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+
+    char g[8192];
+    glob_t gl;
+    pattern_glob(pattern, g, sizeof g);
+    if (glob(g, 0, NULL, &gl) == 0) {
+        for (size_t i = 0; i < gl.gl_pathc; i++) {
+            struct stat sb;
+            if (stat(gl.gl_pathv[i], &sb) == 0 && sb.st_mtime + 1 >= started)
+                summarise(gl.gl_pathv[i]);
+        }
+        globfree(&gl);
+    }
+    return status;
+}
