@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define HCHUNK_EVENTS              65536u
@@ -66,6 +67,7 @@ static struct {
     unsigned flush_ms;
     /* history */
     struct hchunk *head, *tail;
+    struct hchunk *spare; /* a consumed head chunk kept for the next tail */
     uint32_t head_off;
     size_t hcount;
     uint64_t recorded, dropped;
@@ -113,6 +115,30 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* ---- history ---------------------------------------------------------------- */
 
+/* New chunks are prefaulted in one call: faulting 1000 pages one by one on the
+ * recording path costs more than the events themselves. */
+static struct hchunk *hchunk_new(void)
+{
+    struct hchunk *c = R.spare;
+    if (c != NULL) {
+        R.spare = NULL;
+        c->next = NULL;
+        c->n = 0;
+        return c;
+    }
+    c = mmap(NULL, sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+             -1, 0);
+    return c == MAP_FAILED ? NULL : c;
+}
+
+static void hchunk_retire(struct hchunk *c)
+{
+    if (R.spare == NULL)
+        R.spare = c;
+    else
+        mt_unmap(c, sizeof *c);
+}
+
 static void history_free(void)
 {
     struct hchunk *c = R.head;
@@ -121,6 +147,8 @@ static void history_free(void)
         mt_unmap(c, sizeof *c);
         c = next;
     }
+    mt_unmap(R.spare, sizeof *R.spare);
+    R.spare = NULL;
     R.head = R.tail = NULL;
     R.head_off = 0;
     R.hcount = 0;
@@ -137,7 +165,7 @@ static void history_drop_oldest(size_t n)
         n -= take;
         if (R.head_off == R.head->n && (R.head->n == HCHUNK_EVENTS || R.head != R.tail)) {
             struct hchunk *next = R.head->next;
-            mt_unmap(R.head, sizeof *R.head);
+            hchunk_retire(R.head);
             R.head = next;
             R.head_off = 0;
             if (R.head == NULL)
@@ -152,7 +180,7 @@ static void history_drop_oldest(size_t n)
 static int history_append(const struct memtrace_event *ev)
 {
     if (R.tail == NULL || R.tail->n == HCHUNK_EVENTS) {
-        struct hchunk *c = mt_map(sizeof *c);
+        struct hchunk *c = hchunk_new();
         if (c == NULL) {
             R.dropped++;
             R.overflowed = 1;
