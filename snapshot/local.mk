@@ -24,3 +24,8 @@ EXTRA_DIST += tests/snapshot/valid tests/snapshot/invalid
 check_PROGRAMS += tests/snapshot/gen-cases
 tests_snapshot_gen_cases_SOURCES = tests/snapshot/gen-cases.c tests/snapshot/util.h
 tests_snapshot_gen_cases_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+# Encode/decode throughput and bytes per event of the EVENTS encoding.
+noinst_PROGRAMS += bench/format_bench
+bench_format_bench_SOURCES = bench/format_bench.c tests/snapshot/training.h
+bench_format_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

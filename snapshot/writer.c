@@ -17,12 +17,16 @@
  * by id, so a stack costs its bytes once per file, not once per event.
  *
  * Events are stored column by column (all actions, then all time deltas, then all
- * addresses, ...): a column of a training loop repeats itself every iteration, which
- * deflate turns into back-references, and a column that holds one value for the
- * whole chunk (device, stream, pool, tid) shrinks to a single varint. Time, address,
- * stream, tid, device and pool are zigzag deltas against the previous event; sizes
- * and ids are plain varints because their repetition is positional, not local. The
- * byte-level rules are in docs/FORMAT.md. */
+ * addresses, ...) after a one-bit-per-event "hit" column. A hit means the event
+ * equals, time aside, the event that followed the last event with the same action
+ * and address: a training loop replays the same allocations at the same addresses
+ * every iteration, so nearly all its events become one bit plus a time delta, and
+ * only misses fill the other columns. Those are zigzag deltas against the previous
+ * event (time, address, stream, tid, device, pool) or plain varints (sizes and ids,
+ * whose repetition is positional, not local), and a column holding one value for the
+ * whole chunk shrinks to a single varint. zlib then squeezes what repeats; the time
+ * column, mostly clock jitter, gets Huffman coding only, which is where the speed
+ * is. The byte-level rules are in docs/FORMAT.md. */
 #include "config.h"
 
 #include "writer.h"

@@ -260,6 +260,29 @@ static void corruption(const uint8_t *buf, size_t len, const size_t *offs, int n
     (void)nchunks;
 }
 
+/* Every single-byte flip: never a crash, only a prefix of the events or an error. */
+static void every_flip(const uint8_t *buf, size_t len)
+{
+    char path[128];
+    path_of(path, sizeof(path), "flipped.memtrace");
+    uint8_t *copy = malloc(len);
+    int wrong = 0, errors = 0;
+    for (size_t at = 0; at < len; at++) {
+        memcpy(copy, buf, len);
+        copy[at] ^= (uint8_t)(1u << (at % 8));
+        spill(path, copy, len);
+        struct result res = read_all(path);
+        errors += res.open_rc != 0 || res.next_rc != 0;
+        if (!res.prefix_ok || res.count > NEV ||
+            (res.open_rc == 0 && res.next_rc == 0 && res.count < NEV && !res.truncated))
+            wrong++;
+    }
+    is_int(0, wrong, "%zu single-bit flips: each reads a prefix or fails cleanly (%d errors)", len,
+           errors);
+    unlink(path);
+    free(copy);
+}
+
 static void tables_and_unknown_ids(const char *path)
 {
     struct memtrace_reader *r;
@@ -316,6 +339,7 @@ int main(void)
     every_cut(buf, len, offs, nchunks);
     foreign_files(buf, len);
     corruption(buf, len, offs, nchunks);
+    every_flip(buf, len);
 
     unlink(path);
     free(buf);
