@@ -16,3 +16,8 @@ tests_libtrace_cache_threads_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 
 noinst_PROGRAMS += bench/cache_bench
 bench_cache_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+check_PROGRAMS += tests/libtrace/torch-t
+TESTS += tests/libtrace/torch-t
+tests_libtrace_torch_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_libtrace_torch_t_DEPENDENCIES = $(FAKE_CUDA_LIB)
