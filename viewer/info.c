@@ -125,7 +125,11 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
     uint64_t size = memtrace_reader_file_size(r);
 
     printf("file            %s\n", path);
-    printf("format version  %u\n", memtrace_reader_version(r));
+    const char *writer = meta_str(meta, "memtrace_version");
+    if (writer)
+        printf("format version  %u (written by memtrace %s)\n", memtrace_reader_version(r), writer);
+    else
+        printf("format version  %u\n", memtrace_reader_version(r));
     printf("file size       %s (%" PRIu64 " bytes)\n", mt_fmt_bytes(a, sizeof(a), size), size);
     printf("status          %s\n", truncated ? "truncated (no end record)" : "complete");
 
@@ -145,7 +149,7 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
         print_argv(v);
         fputc('\n', stdout);
     }
-    if ((v = json_object_get(meta, "rank"))) {
+    if ((v = json_object_get(meta, "rank")) && !json_is_null(v)) {
         fputs("rank            ", stdout);
         print_value(v);
         fputc('\n', stdout);

@@ -93,17 +93,23 @@ static struct live *table_find(const struct table *t, uint64_t key)
     }
 }
 
-/* Returns the slot for key, marking it used (size 0) if new; NULL without memory. */
-static struct live *table_get(struct table *t, uint64_t key)
+/* Returns the slot for key, marking it used (size 0) if new and telling which in
+ * *existed when not NULL; NULL without memory. */
+static struct live *table_get(struct table *t, uint64_t key, int *existed)
 {
     if ((t->n + 1) * 2 > t->cap && table_grow(t) < 0)
         return NULL;
     size_t s = slot_of(t, key);
     while (t->slots[s].used) {
-        if (t->slots[s].key == key)
+        if (t->slots[s].key == key) {
+            if (existed)
+                *existed = 1;
             return &t->slots[s];
+        }
         s = (s + 1) & (t->cap - 1);
     }
+    if (existed)
+        *existed = 0;
     t->slots[s].used = 1;
     t->slots[s].key = key;
     t->slots[s].size = 0;
@@ -173,12 +179,13 @@ static void rise(struct level *l, uint64_t by, uint64_t index, uint64_t t)
 static void add_live(struct replay *rp, struct table *t, struct level *l, struct tally *replaced,
                      const struct memtrace_event *ev, uint64_t index)
 {
-    struct live *e = table_get(t, ev->addr);
+    int existed;
+    struct live *e = table_get(t, ev->addr, &existed);
     if (!e) {
         rp->nomem = 1;
         return;
     }
-    if (e->size || e->stack) {
+    if (existed) {
         replaced->count++;
         replaced->bytes += e->size;
         l->cur -= e->size;
@@ -240,7 +247,7 @@ static void apply_seg(struct replay *rp, const struct memtrace_event *ev, uint64
             if (left != 0 && sz > left) {
                 uint32_t stack = e->stack;
                 table_remove(&rp->segs, e);
-                struct live *rest = table_get(&rp->segs, at + left);
+                struct live *rest = table_get(&rp->segs, at + left, NULL);
                 if (!rest) {
                     rp->nomem = 1;
                 } else {
@@ -411,7 +418,7 @@ static int pass2(const char *path, const struct figures *f, struct top *top)
         const struct live *e = &t->slots[k];
         if (!e->used)
             continue;
-        struct live *g = table_get(&by_stack, e->stack);
+        struct live *g = table_get(&by_stack, e->stack, NULL);
         if (!g) {
             rp.nomem = 1;
             break;
