@@ -78,3 +78,9 @@ TESTS += tests/interpose/run-t
 tests_interpose_run_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
 tests_interpose_run_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_tests_interpose_run_t_DEPENDENCIES = $(IP_TEST_DEPS) memtrace$(EXEEXT)
+
+# bench/interpose_bench: LD_LIBRARY_PATH=tests/fakes ./bench/interpose_bench
+noinst_PROGRAMS += bench/interpose_bench
+bench_interpose_bench_CPPFLAGS = $(AM_CPPFLAGS) -DBUILDDIR='"$(abs_top_builddir)"'
+bench_interpose_bench_LDADD = -Ltests/fakes -l:libcuda.so.1
+EXTRA_bench_interpose_bench_DEPENDENCIES = $(FAKE_CUDA_LIB) libmemtrace_preload.la

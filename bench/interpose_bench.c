@@ -1,0 +1,125 @@
+/* interpose_bench: time added per cuMemAlloc_v2 + cuMemFree_v2 pair by the preload
+ * library, on the fake driver. Run with no arguments: it runs itself three times,
+ * without the preload, with it and no stacks, with it and 32-frame stacks, and
+ * prints one line each. The program does not link memtrace. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+CUresult cuInit(unsigned flags);
+CUresult cuDeviceGet(int *dev, int ordinal);
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev);
+CUresult cuCtxSetCurrent(void *ctx);
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n);
+CUresult cuMemFree_v2(CUdeviceptr p);
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Deeper than 32 frames so that stacks are full. */
+static double __attribute__((noinline)) pairs(int depth, long n)
+{
+    if (depth > 0) {
+        double r = pairs(depth - 1, n);
+        __asm__ volatile("" ::: "memory");
+        return r;
+    }
+    CUdeviceptr p;
+    double t0 = now();
+    for (long i = 0; i < n; i++) {
+        if (cuMemAlloc_v2(&p, 4096) != 0 || cuMemFree_v2(p) != 0)
+            exit(3);
+    }
+    return (now() - t0) / (double)n;
+}
+
+static int child(long n)
+{
+    int dev;
+    void *ctx;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        cuCtxSetCurrent(ctx))
+        return 3;
+    pairs(40, n / 10); /* warm up: first call starts the recorder */
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double ns = pairs(40, n);
+        if (ns < best)
+            best = ns;
+    }
+    printf("%.1f\n", best);
+    return 0;
+}
+
+static double run(const char *self, const char *preload, const char *stacks, long n)
+{
+    char arg[32], out[400];
+    int p[2];
+    snprintf(arg, sizeof arg, "%ld", n);
+    snprintf(out, sizeof out, "/tmp/interpose_bench-%d.memtrace", (int)getpid());
+    if (pipe(p) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        if (preload != NULL) {
+            setenv("LD_PRELOAD", preload, 1);
+            setenv("MEMTRACE_STACKS", stacks, 1);
+            setenv("MEMTRACE_OUTPUT", out, 1);
+            setenv("MEMTRACE_SAMPLE_MS", "0", 1);
+        } else {
+            unsetenv("LD_PRELOAD");
+        }
+        execl(self, self, "--child", arg, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char buf[64] = "";
+    ssize_t k = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    unlink(out);
+    return k > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? atof(buf) : -1;
+}
+
+int main(int argc, char **argv)
+{
+    long n = 200000;
+    if (argc > 2 && strcmp(argv[1], "--child") == 0)
+        return child(atol(argv[2]));
+    if (argc > 1)
+        n = atol(argv[1]);
+    const char *preload = getenv("MEMTRACE_BENCH_PRELOAD");
+    if (preload == NULL)
+        preload = BUILDDIR "/.libs/libmemtrace_preload.so";
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return 1;
+    self[len] = '\0';
+    double base = run(self, NULL, "none", n);
+    double none = run(self, preload, "none", n);
+    double deep = run(self, preload, "32", n);
+    if (base < 0 || none < 0 || deep < 0) {
+        fprintf(stderr, "interpose_bench: a run failed (is LD_LIBRARY_PATH set to the fake "
+                        "driver's directory?)\n");
+        return 1;
+    }
+    printf("cuMemAlloc_v2+cuMemFree_v2 pair, %ld pairs, best of 5\n", n);
+    printf("  no preload            %8.1f ns/pair\n", base);
+    printf("  preload, no stacks    %8.1f ns/pair  (+%.1f ns)\n", none, none - base);
+    printf("  preload, 32 frames    %8.1f ns/pair  (+%.1f ns)\n", deep, deep - base);
+    return 0;
+}
