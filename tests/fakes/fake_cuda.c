@@ -4,9 +4,9 @@
  * handles are pointers) so the real libcudart, memtrace's interposer and its device
  * backend can all load it in place of the driver on a machine with no GPU.
  *
- * Memory. Each device owns an arena: a large MAP_NORESERVE mapping at a fixed address
- * (0x200000000000 + device * 1 TiB) carved by a first-fit allocator over a sorted free
- * list with a bump pointer, so one program gets the same addresses on every run.
+ * Memory. Each device owns an arena (fake_mem.h): a large MAP_NORESERVE mapping at a
+ * fixed address (0x200000000000 + device * 1 TiB), so one program gets the same
+ * addresses on every run.
  * Addresses are 512-byte aligned; the device's used bytes are the exact requested
  * sizes, and cuMemGetInfo_v2 reports capacity - used. Pinned host memory comes from
  * its own arena (0x300000000000), virtual address reservations from a PROT_NONE arena
@@ -37,9 +37,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000
-#endif
+#include "fake_mem.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -241,140 +239,6 @@ EXPORT void fake_cuda_reset_calls(void)
         atomic_store(&fc_calls[i], 0);
 }
 
-/* ---- address arenas ------------------------------------------------------------ */
-
-struct fc_range {
-    uint64_t start, len;
-};
-
-struct fc_arena {
-    uint64_t base, size, bump;
-    struct fc_range *free;
-    size_t nfree, capfree;
-};
-
-static uint64_t align_up(uint64_t v, uint64_t a)
-{
-    return (v + a - 1) & ~(a - 1);
-}
-
-static int arena_map(struct fc_arena *a, uint64_t base, uint64_t size, int prot)
-{
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-    void *p = mmap((void *)(uintptr_t)base, size, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p == MAP_FAILED)
-        p = mmap(NULL, size, prot, flags, -1, 0);
-    if (p == MAP_FAILED)
-        return -1;
-    a->base = a->bump = (uint64_t)(uintptr_t)p;
-    a->size = size;
-    return 0;
-}
-
-static int arena_insert_free(struct fc_arena *a, size_t at, uint64_t start, uint64_t len)
-{
-    if (a->nfree == a->capfree) {
-        size_t cap = a->capfree ? a->capfree * 2 : 64;
-        struct fc_range *f = realloc(a->free, cap * sizeof *f);
-        if (!f)
-            return -1;
-        a->free = f;
-        a->capfree = cap;
-    }
-    memmove(&a->free[at + 1], &a->free[at], (a->nfree - at) * sizeof *a->free);
-    a->free[at] = (struct fc_range){start, len};
-    a->nfree++;
-    return 0;
-}
-
-static void arena_remove_free(struct fc_arena *a, size_t at)
-{
-    memmove(&a->free[at], &a->free[at + 1], (a->nfree - at - 1) * sizeof *a->free);
-    a->nfree--;
-}
-
-/* Takes [start, start+len) out of free range i, keeping what is left on both sides. */
-static int arena_carve(struct fc_arena *a, size_t i, uint64_t start, uint64_t len)
-{
-    struct fc_range r = a->free[i];
-    uint64_t end = start + len, rend = r.start + r.len;
-    if (start > r.start && end < rend) {
-        a->free[i].len = start - r.start;
-        return arena_insert_free(a, i + 1, end, rend - end);
-    }
-    if (start > r.start)
-        a->free[i].len = start - r.start;
-    else if (end < rend)
-        a->free[i] = (struct fc_range){end, rend - end};
-    else
-        arena_remove_free(a, i);
-    return 0;
-}
-
-static void arena_free(struct fc_arena *a, uint64_t start, uint64_t len);
-
-static uint64_t arena_alloc(struct fc_arena *a, uint64_t len, uint64_t align)
-{
-    for (size_t i = 0; i < a->nfree; i++) {
-        uint64_t s = align_up(a->free[i].start, align);
-        if (s + len <= a->free[i].start + a->free[i].len)
-            return arena_carve(a, i, s, len) == 0 ? s : 0;
-    }
-    uint64_t s = align_up(a->bump, align);
-    if (s + len > a->base + a->size || s + len < s)
-        return 0;
-    uint64_t gap = a->bump;
-    a->bump = s + len;
-    if (s > gap)
-        arena_free(a, gap, s - gap);
-    return s;
-}
-
-static uint64_t arena_alloc_at(struct fc_arena *a, uint64_t start, uint64_t len)
-{
-    if (start < a->base || start + len > a->base + a->size)
-        return 0;
-    if (start >= a->bump) {
-        uint64_t gap = a->bump;
-        a->bump = start + len;
-        if (start > gap)
-            arena_free(a, gap, start - gap);
-        return start;
-    }
-    for (size_t i = 0; i < a->nfree; i++)
-        if (a->free[i].start <= start && start + len <= a->free[i].start + a->free[i].len)
-            return arena_carve(a, i, start, len) == 0 ? start : 0;
-    return 0;
-}
-
-static void arena_free(struct fc_arena *a, uint64_t start, uint64_t len)
-{
-    size_t i = 0;
-    while (i < a->nfree && a->free[i].start < start)
-        i++;
-    int merged = 0;
-    if (i > 0 && a->free[i - 1].start + a->free[i - 1].len == start) {
-        a->free[i - 1].len += len;
-        i--;
-        merged = 1;
-    }
-    if (merged) {
-        if (i + 1 < a->nfree && a->free[i].start + a->free[i].len == a->free[i + 1].start) {
-            a->free[i].len += a->free[i + 1].len;
-            arena_remove_free(a, i + 1);
-        }
-    } else if (i < a->nfree && start + len == a->free[i].start) {
-        a->free[i].start = start;
-        a->free[i].len += len;
-    } else if (arena_insert_free(a, i, start, len) != 0) {
-        return; /* out of host memory: the range is lost, never handed out twice */
-    }
-    if (a->nfree && a->free[a->nfree - 1].start + a->free[a->nfree - 1].len == a->bump) {
-        a->bump = a->free[a->nfree - 1].start;
-        a->nfree--;
-    }
-}
-
 /* ---- live objects, keyed by address ------------------------------------------- */
 
 enum fc_kind {
@@ -389,87 +253,9 @@ enum fc_kind {
     FK_MAPPING,
 };
 
-struct fc_phys;
-
-struct fc_obj {
-    uint64_t addr; /* 0: empty slot */
-    uint64_t size; /* requested bytes */
-    uint64_t span; /* bytes taken from the arena */
-    int kind;
-    int dev;
-    struct fc_phys *phys; /* FK_MAPPING */
-};
-
-struct fc_table {
-    struct fc_obj *slots;
-    size_t cap, len;
-};
-
 /* Allocations and registrations; reservations and mappings live apart because a
  * mapping may start where its reservation does. */
-static struct fc_table fc_allocs, fc_reserves, fc_maps;
-
-static size_t obj_slot(const struct fc_table *t, uint64_t addr)
-{
-    return (size_t)((addr * 0x9E3779B97F4A7C15ULL) >> 17) & (t->cap - 1);
-}
-
-static struct fc_obj *obj_find(struct fc_table *t, uint64_t addr)
-{
-    if (!t->cap || !addr)
-        return NULL;
-    for (size_t i = obj_slot(t, addr);; i = (i + 1) & (t->cap - 1)) {
-        if (t->slots[i].addr == addr)
-            return &t->slots[i];
-        if (t->slots[i].addr == 0)
-            return NULL;
-    }
-}
-
-static int obj_put(struct fc_table *t, const struct fc_obj *o);
-
-static int obj_grow(struct fc_table *t)
-{
-    struct fc_table old = *t;
-    size_t cap = old.cap ? old.cap * 2 : 1024;
-    struct fc_obj *n = calloc(cap, sizeof *n);
-    if (!n)
-        return -1;
-    *t = (struct fc_table){n, cap, 0};
-    for (size_t i = 0; i < old.cap; i++)
-        if (old.slots[i].addr)
-            obj_put(t, &old.slots[i]);
-    free(old.slots);
-    return 0;
-}
-
-static int obj_put(struct fc_table *t, const struct fc_obj *o)
-{
-    if ((t->len + 1) * 2 > t->cap && obj_grow(t) != 0)
-        return -1;
-    size_t i = obj_slot(t, o->addr);
-    while (t->slots[i].addr)
-        i = (i + 1) & (t->cap - 1);
-    t->slots[i] = *o;
-    t->len++;
-    return 0;
-}
-
-/* Linear probing deletion by shifting back the entries that probed past the hole. */
-static void obj_del(struct fc_table *t, struct fc_obj *o)
-{
-    size_t mask = t->cap - 1, hole = (size_t)(o - t->slots);
-    t->slots[hole].addr = 0;
-    t->len--;
-    for (size_t i = (hole + 1) & mask; t->slots[i].addr; i = (i + 1) & mask) {
-        size_t home = obj_slot(t, t->slots[i].addr);
-        if (((i - home) & mask) >= ((i - hole) & mask)) {
-            t->slots[hole] = t->slots[i];
-            t->slots[i].addr = 0;
-            hole = i;
-        }
-    }
-}
+static struct fake_table fc_allocs, fc_reserves, fc_maps;
 
 /* ---- driver state -------------------------------------------------------------- */
 
@@ -492,7 +278,7 @@ struct fc_pool {
 };
 
 struct fc_device {
-    struct fc_arena arena;
+    struct fake_arena arena;
     uint64_t capacity, used;
     struct fc_ctx primary;
     struct fc_pool pool;
@@ -531,7 +317,7 @@ static pthread_mutex_t fc_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fc_initialized;
 static int fc_ndevices;
 static struct fc_device fc_devices[FC_MAX_DEVICES];
-static struct fc_arena fc_host, fc_va, fc_v1;
+static struct fake_arena fc_host, fc_va, fc_v1;
 static __thread struct fc_ctx *fc_current;
 
 static uint64_t env_bytes(const char *name, uint64_t def)
@@ -573,19 +359,19 @@ static CUresult setup_locked(void)
     if (n < 1 || n > FC_MAX_DEVICES || capacity > (FC_DEVICE_STRIDE >> 2))
         return CUDA_ERROR_INVALID_VALUE;
     /* Address space beyond the capacity: rounding to 512 bytes and free-list holes. */
-    uint64_t span = align_up(capacity * 2 + (64ULL << 20), FC_GRANULARITY);
+    uint64_t span = fake_align_up(capacity * 2 + (64ULL << 20), FC_GRANULARITY);
     for (int d = 0; d < n; d++) {
         struct fc_device *dv = &fc_devices[d];
-        if (arena_map(&dv->arena, FC_DEVICE_BASE + (uint64_t)d * FC_DEVICE_STRIDE, span,
-                      PROT_READ | PROT_WRITE) != 0)
+        if (fake_arena_map(&dv->arena, FC_DEVICE_BASE + (uint64_t)d * FC_DEVICE_STRIDE, span,
+                           PROT_READ | PROT_WRITE) != 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         dv->capacity = capacity;
         dv->primary = (struct fc_ctx){FC_MAGIC_CTX, d, 0};
         dv->pool = (struct fc_pool){FC_MAGIC_POOL, d};
     }
-    if (arena_map(&fc_host, FC_HOST_BASE, FC_HOST_SIZE, PROT_READ | PROT_WRITE) != 0 ||
-        arena_map(&fc_va, FC_VA_BASE, FC_VA_SIZE, PROT_NONE) != 0 ||
-        arena_map(&fc_v1, FC_V1_BASE, FC_V1_SIZE, PROT_READ | PROT_WRITE) != 0)
+    if (fake_arena_map(&fc_host, FC_HOST_BASE, FC_HOST_SIZE, PROT_READ | PROT_WRITE) != 0 ||
+        fake_arena_map(&fc_va, FC_VA_BASE, FC_VA_SIZE, PROT_NONE) != 0 ||
+        fake_arena_map(&fc_v1, FC_V1_BASE, FC_V1_SIZE, PROT_READ | PROT_WRITE) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     /* The old ABI keeps pointers in 32 bits: without that range it has no memory. */
     if (fc_v1.base + fc_v1.size > (1ULL << 32)) {
@@ -600,16 +386,14 @@ static CUresult setup_locked(void)
  * mappings stay, in case something still holds a pointer into them. */
 __attribute__((destructor)) static void fc_fini(void)
 {
-    struct fc_table *tables[] = {&fc_allocs, &fc_reserves, &fc_maps};
-    for (size_t i = 0; i < 3; i++) {
-        free(tables[i]->slots);
-        *tables[i] = (struct fc_table){0};
-    }
+    fake_table_fini(&fc_allocs);
+    fake_table_fini(&fc_reserves);
+    fake_table_fini(&fc_maps);
     for (int d = 0; d < FC_MAX_DEVICES; d++)
-        free(fc_devices[d].arena.free);
-    free(fc_host.free);
-    free(fc_va.free);
-    free(fc_v1.free);
+        fake_arena_fini(&fc_devices[d].arena);
+    fake_arena_fini(&fc_host);
+    fake_arena_fini(&fc_va);
+    fake_arena_fini(&fc_v1);
 }
 
 EXPORT CUresult cuInit(unsigned int flags)
@@ -869,7 +653,7 @@ EXPORT CUresult cuCtxSynchronize(void)
  * capacity). Returns the address in *out. */
 static CUresult alloc_locked(int kind, int dev, uint64_t size, CUdeviceptr *out)
 {
-    struct fc_arena *a;
+    struct fake_arena *a;
     int counts = kind != FK_HOST;
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -881,13 +665,13 @@ static CUresult alloc_locked(int kind, int dev, uint64_t size, CUdeviceptr *out)
         a = &fc_devices[dev].arena;
     if (counts && size > fc_devices[dev].capacity - fc_devices[dev].used)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t span = align_up(size, FC_ALIGN);
-    uint64_t addr = a->size ? arena_alloc(a, span, FC_ALIGN) : 0;
+    uint64_t span = fake_align_up(size, FC_ALIGN);
+    uint64_t addr = a->size ? fake_arena_alloc(a, span, FC_ALIGN) : 0;
     if (!addr)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct fc_obj o = {addr, size, span, kind, dev, NULL};
-    if (obj_put(&fc_allocs, &o) != 0) {
-        arena_free(a, addr, span);
+    struct fake_obj o = {addr, size, span, kind, dev, NULL};
+    if (fake_obj_put(&fc_allocs, &o) != 0) {
+        fake_arena_free(a, addr, span);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (counts)
@@ -898,21 +682,21 @@ static CUresult alloc_locked(int kind, int dev, uint64_t size, CUdeviceptr *out)
 
 static void release_pages(uint64_t addr, uint64_t span)
 {
-    uint64_t lo = align_up(addr, 4096), hi = (addr + span) & ~4095ULL;
+    uint64_t lo = fake_align_up(addr, 4096), hi = (addr + span) & ~4095ULL;
     if (hi > lo && hi - lo >= (64 << 10))
         madvise((void *)(uintptr_t)lo, hi - lo, MADV_DONTNEED);
 }
 
-static void free_obj_locked(struct fc_obj *o)
+static void free_obj_locked(struct fake_obj *o)
 {
-    struct fc_arena *a = o->kind == FK_HOST ? &fc_host
-                         : o->kind == FK_V1 ? &fc_v1
-                                            : &fc_devices[o->dev].arena;
+    struct fake_arena *a = o->kind == FK_HOST ? &fc_host
+                           : o->kind == FK_V1 ? &fc_v1
+                                              : &fc_devices[o->dev].arena;
     if (o->kind != FK_HOST)
         fc_devices[o->dev].used -= o->size;
     release_pages(o->addr, o->span);
-    arena_free(a, o->addr, o->span);
-    obj_del(&fc_allocs, o);
+    fake_arena_free(a, o->addr, o->span);
+    fake_obj_del(&fc_allocs, o);
 }
 
 static int is_device_kind(int kind)
@@ -924,7 +708,7 @@ static int is_device_kind(int kind)
 static CUresult free_device(uint64_t addr, int v1)
 {
     pthread_mutex_lock(&fc_lock);
-    struct fc_obj *o = obj_find(&fc_allocs, addr);
+    struct fake_obj *o = fake_obj_find(&fc_allocs, addr);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     if (o && (v1 ? o->kind == FK_V1 : is_device_kind(o->kind))) {
         free_obj_locked(o);
@@ -970,7 +754,7 @@ static CUresult alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size
 {
     if (!pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
-    size_t p = (size_t)align_up(width, FC_ALIGN);
+    size_t p = (size_t)fake_align_up(width, FC_ALIGN);
     CUresult rc = alloc_current(kind, (uint64_t)p * height, dptr);
     if (rc == CUDA_SUCCESS)
         *pitch = p;
@@ -1062,7 +846,7 @@ EXPORT CUresult cuMemFreeHost(void *p)
     HIT(cuMemFreeHost);
     REQUIRE_INIT();
     pthread_mutex_lock(&fc_lock);
-    struct fc_obj *o = obj_find(&fc_allocs, (uint64_t)(uintptr_t)p);
+    struct fake_obj *o = fake_obj_find(&fc_allocs, (uint64_t)(uintptr_t)p);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     if (o && o->kind == FK_HOST) {
         free_obj_locked(o);
@@ -1083,10 +867,10 @@ static CUresult host_register(void *p, size_t size, unsigned int flags)
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&fc_lock);
     CUresult rc = CUDA_SUCCESS;
-    struct fc_obj o = {(uint64_t)(uintptr_t)p, size, size, FK_REGISTERED, dev, NULL};
-    if (obj_find(&fc_allocs, o.addr))
+    struct fake_obj o = {(uint64_t)(uintptr_t)p, size, size, FK_REGISTERED, dev, NULL};
+    if (fake_obj_find(&fc_allocs, o.addr))
         rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    else if (obj_put(&fc_allocs, &o) != 0)
+    else if (fake_obj_put(&fc_allocs, &o) != 0)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&fc_lock);
     return rc;
@@ -1109,10 +893,10 @@ EXPORT CUresult cuMemHostUnregister(void *p)
     HIT(cuMemHostUnregister);
     REQUIRE_INIT();
     pthread_mutex_lock(&fc_lock);
-    struct fc_obj *o = obj_find(&fc_allocs, (uint64_t)(uintptr_t)p);
+    struct fake_obj *o = fake_obj_find(&fc_allocs, (uint64_t)(uintptr_t)p);
     CUresult rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     if (o && o->kind == FK_REGISTERED) {
-        obj_del(&fc_allocs, o);
+        fake_obj_del(&fc_allocs, o);
         rc = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&fc_lock);
@@ -1252,8 +1036,8 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fc_lock);
     /* Only exact allocation starts are looked up: enough for the tests, and cheap. */
-    struct fc_obj *o = obj_find(&fc_allocs, ptr);
-    struct fc_obj copy = o ? *o : (struct fc_obj){0};
+    struct fake_obj *o = fake_obj_find(&fc_allocs, ptr);
+    struct fake_obj copy = o ? *o : (struct fake_obj){0};
     pthread_mutex_unlock(&fc_lock);
     if (!o || copy.kind == FK_RESERVE)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1365,7 +1149,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 static int mapped_locked(uint64_t ptr, uint64_t size)
 {
     for (size_t i = 0; i < fc_maps.cap; i++) {
-        struct fc_obj *o = &fc_maps.slots[i];
+        struct fake_obj *o = &fc_maps.slots[i];
         if (o->addr && o->addr < ptr + size && ptr < o->addr + o->size)
             return 1;
     }
@@ -1382,15 +1166,15 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t align = alignment > FC_GRANULARITY ? alignment : FC_GRANULARITY;
     pthread_mutex_lock(&fc_lock);
-    uint64_t at = addr ? arena_alloc_at(&fc_va, addr, size) : 0;
+    uint64_t at = addr ? fake_arena_alloc_at(&fc_va, addr, size) : 0;
     if (!at) /* like the driver, a hint that cannot be honoured is not an error */
-        at = arena_alloc(&fc_va, size, align);
+        at = fake_arena_alloc(&fc_va, size, align);
     CUresult rc = CUDA_SUCCESS;
-    struct fc_obj o = {at, size, size, FK_RESERVE, 0, NULL};
+    struct fake_obj o = {at, size, size, FK_RESERVE, 0, NULL};
     if (!at) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
-    } else if (obj_put(&fc_reserves, &o) != 0) {
-        arena_free(&fc_va, at, size);
+    } else if (fake_obj_put(&fc_reserves, &o) != 0) {
+        fake_arena_free(&fc_va, at, size);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         *ptr = at;
@@ -1411,12 +1195,12 @@ EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     HIT(cuMemAddressFree);
     REQUIRE_INIT();
     pthread_mutex_lock(&fc_lock);
-    struct fc_obj *o = obj_find(&fc_reserves, ptr);
+    struct fake_obj *o = fake_obj_find(&fc_reserves, ptr);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     if (o && o->size == size && !mapped_locked(ptr, size)) {
         remap_none(ptr, size);
-        arena_free(&fc_va, ptr, size);
-        obj_del(&fc_reserves, o);
+        fake_arena_free(&fc_va, ptr, size);
+        fake_obj_del(&fc_reserves, o);
         rc = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&fc_lock);
@@ -1424,10 +1208,10 @@ EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 }
 
 /* The reservation holding [ptr, ptr+size), or NULL. */
-static struct fc_obj *find_reservation_locked(uint64_t ptr, uint64_t size)
+static struct fake_obj *find_reservation_locked(uint64_t ptr, uint64_t size)
 {
     for (size_t i = 0; i < fc_reserves.cap; i++) {
-        struct fc_obj *o = &fc_reserves.slots[i];
+        struct fake_obj *o = &fc_reserves.slots[i];
         if (o->addr && o->addr <= ptr && ptr + size <= o->addr + o->size)
             return o;
     }
@@ -1445,7 +1229,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fc_lock);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    struct fc_obj o = {ptr, size, size, FK_MAPPING, ph->dev, ph};
+    struct fake_obj o = {ptr, size, size, FK_MAPPING, ph->dev, ph};
     if (!find_reservation_locked(ptr, size) || mapped_locked(ptr, size))
         goto out;
     /* Access stays off until cuMemSetAccess, as on the device. */
@@ -1454,7 +1238,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    if (obj_put(&fc_maps, &o) != 0) {
+    if (fake_obj_put(&fc_maps, &o) != 0) {
         remap_none(ptr, size);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
@@ -1475,7 +1259,7 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     /* The range must be made of whole mappings, checked before anything changes. */
     uint64_t at = ptr, end = ptr + size;
     while (at < end) {
-        struct fc_obj *o = obj_find(&fc_maps, at);
+        struct fake_obj *o = fake_obj_find(&fc_maps, at);
         if (!o || o->kind != FK_MAPPING)
             goto out;
         at += o->size;
@@ -1483,10 +1267,10 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     if (at != end || size == 0)
         goto out;
     for (at = ptr; at < end;) {
-        struct fc_obj *o = obj_find(&fc_maps, at);
-        struct fc_phys *ph = o->phys;
+        struct fake_obj *o = fake_obj_find(&fc_maps, at);
+        struct fc_phys *ph = o->aux;
         at += o->size;
-        obj_del(&fc_maps, o);
+        fake_obj_del(&fc_maps, o);
         ph->maps--;
         phys_put_locked(ph);
     }
@@ -1519,7 +1303,7 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     uint64_t at = ptr, end = ptr + size;
     while (at < end) {
-        struct fc_obj *o = obj_find(&fc_maps, at);
+        struct fake_obj *o = fake_obj_find(&fc_maps, at);
         if (!o || o->kind != FK_MAPPING)
             goto out;
         at += o->size;
@@ -1796,7 +1580,7 @@ EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *pn, CUgraph g, const CUgraphN
     if (!pn || !g || g->magic != FC_MAGIC_GRAPH || (ndeps && !deps))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fc_lock);
-    struct fc_obj *o = obj_find(&fc_allocs, dptr);
+    struct fake_obj *o = fake_obj_find(&fc_allocs, dptr);
     int okay = o && o->kind == FK_GRAPH;
     pthread_mutex_unlock(&fc_lock);
     if (!okay)

@@ -12,13 +12,16 @@ FAKE_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -Wno-missing-prototypes $(SAN_CFLAGS) -p
 	-fPIC -fvisibility=hidden
 FAKE_LINKFLAGS = -shared -Wl,-Bsymbolic-functions -Wl,-z,defs $(SAN_LDFLAGS) -pthread
 
-EXTRA_DIST += tests/fakes/fake_cuda.c tests/fakes/README.md
+EXTRA_DIST += tests/fakes/fake_cuda.c tests/fakes/fake_mem.c tests/fakes/fake_mem.h \
+	tests/fakes/README.md
 CLEANFILES += $(FAKE_CUDA_LIB)
 
-$(FAKE_CUDA_LIB): $(srcdir)/tests/fakes/fake_cuda.c
+FAKE_MEM_SRC = $(srcdir)/tests/fakes/fake_mem.c $(srcdir)/tests/fakes/fake_mem.h
+$(FAKE_CUDA_LIB): $(srcdir)/tests/fakes/fake_cuda.c $(FAKE_MEM_SRC)
 	@$(MKDIR_P) tests/fakes
 	$(AM_V_CCLD)$(CC) $(CPPFLAGS) $(FAKE_CFLAGS) $(CFLAGS) $(FAKE_LINKFLAGS) $(LDFLAGS) \
-		-Wl,-soname,libcuda.so.1 -o $@ $(srcdir)/tests/fakes/fake_cuda.c
+		-Wl,-soname,libcuda.so.1 -o $@ $(srcdir)/tests/fakes/fake_cuda.c \
+		$(srcdir)/tests/fakes/fake_mem.c
 
 check_PROGRAMS += tests/fakes/fake_cuda-t
 TESTS += tests/fakes/fake_cuda-t
@@ -42,3 +45,20 @@ EXTRA_tests_fakes_fake_cuda_t_DEPENDENCIES += tests/fakes/cudart_static_prog \
 	tests/fakes/cudart_shared_prog
 endif
 EXTRA_DIST += tests/fakes/cudart_prog.c
+
+# The Level Zero driver, for the real loader (ZE_ENABLE_ALT_DRIVERS=<absolute path>).
+EXTRA_DIST += tests/fakes/fake_ze.c
+check_PROGRAMS += tests/fakes/fake_ze-t
+TESTS += tests/fakes/fake_ze-t
+tests_fakes_fake_ze_t_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DFAKE_LIBDIR='"$(abs_top_builddir)/tests/fakes"'
+tests_fakes_fake_ze_t_LDADD = $(ZE_LIBS) $(LIBS)
+if HAVE_LEVEL_ZERO
+CLEANFILES += $(FAKE_ZE_LIB)
+$(FAKE_ZE_LIB): $(srcdir)/tests/fakes/fake_ze.c $(FAKE_MEM_SRC)
+	@$(MKDIR_P) tests/fakes
+	$(AM_V_CCLD)$(CC) $(CPPFLAGS) $(ZE_CFLAGS) $(FAKE_CFLAGS) $(CFLAGS) $(FAKE_LINKFLAGS) \
+		$(LDFLAGS) -Wl,-soname,libze_fake.so -o $@ $(srcdir)/tests/fakes/fake_ze.c \
+		$(srcdir)/tests/fakes/fake_mem.c
+EXTRA_tests_fakes_fake_ze_t_DEPENDENCIES = $(FAKE_ZE_LIB)
+endif

@@ -1,0 +1,51 @@
+/* fake_mem.h: address arenas and address-keyed tables shared by the fake drivers.
+ *
+ * An arena hands out ranges of one big mapping, first fit over a sorted free list and
+ * then from a bump pointer, so a program that makes the same calls gets the same
+ * addresses on every run. A table maps start addresses to what lives there. */
+#ifndef FAKE_MEM_H
+#define FAKE_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct fake_range {
+    uint64_t start, len;
+};
+
+struct fake_arena {
+    uint64_t base, size, bump;
+    struct fake_range *free;
+    size_t nfree, capfree;
+};
+
+struct fake_obj {
+    uint64_t addr; /* 0: empty slot */
+    uint64_t size; /* requested bytes */
+    uint64_t span; /* bytes taken from the arena */
+    int kind;
+    int dev;
+    void *aux;
+};
+
+struct fake_table {
+    struct fake_obj *slots;
+    size_t cap, len;
+};
+
+uint64_t fake_align_up(uint64_t v, uint64_t a);
+
+/* Maps size bytes with prot at base if that range is free, else anywhere. */
+int fake_arena_map(struct fake_arena *a, uint64_t base, uint64_t size, int prot);
+/* 0 when there is no room. */
+uint64_t fake_arena_alloc(struct fake_arena *a, uint64_t len, uint64_t align);
+uint64_t fake_arena_alloc_at(struct fake_arena *a, uint64_t start, uint64_t len);
+void fake_arena_free(struct fake_arena *a, uint64_t start, uint64_t len);
+void fake_arena_fini(struct fake_arena *a);
+
+struct fake_obj *fake_obj_find(struct fake_table *t, uint64_t addr);
+int fake_obj_put(struct fake_table *t, const struct fake_obj *o);
+void fake_obj_del(struct fake_table *t, struct fake_obj *o);
+void fake_table_fini(struct fake_table *t);
+
+#endif
