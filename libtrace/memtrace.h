@@ -140,6 +140,14 @@ MEMTRACE_API int memtrace_is_recording(void);
  * calls malloc from libc. */
 MEMTRACE_API int memtrace_record_event(struct memtrace_event *ev);
 
+/* Records ev[0..n) as memtrace_record_event() would, in order and as one unit: the
+ * events get one time (where time_ns is 0), one stack (captured once, for the events
+ * the context gives a stack) and one turn of the recorder's lock, so they are never
+ * interleaved with other threads' events. For an allocator that reports
+ * free_requested and free_completed together. Returns as memtrace_record_event(),
+ * MEMTRACE_EINVAL if any action is unknown (then nothing is recorded). */
+MEMTRACE_API int memtrace_record_events(struct memtrace_event *ev, size_t n);
+
 /* Returns the id of string s in the recorder's string table (stable for the life of
  * the process), or 0 for NULL, the empty string, or when host memory is exhausted. */
 MEMTRACE_API uint32_t memtrace_intern(const char *s);

@@ -106,10 +106,10 @@ static struct mt_frame_rec *frame_recs; /* index = frame id */
 static uint32_t nframe_recs;            /* symbolized: ids 1..nframe_recs */
 static uint32_t frame_recs_cap;
 
-static __thread int tls_busy;
+static MT_TLS int tls_busy;
 static __thread uint32_t tls_categories[MAX_NESTING];
-static __thread int tls_ncategories;
-static __thread int tls_nannotations;
+static MT_TLS int tls_ncategories;
+static MT_TLS int tls_nannotations;
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -824,36 +824,72 @@ static bool wants_stack(int context, int action)
     }
 }
 
-int memtrace_record_event(struct memtrace_event *ev)
+/* One clock read, at most one stack capture and one lock for the whole batch: an
+ * allocator that frees a block at once reports free_requested and free_completed
+ * together. Always inlined so that the public entry points skip one frame alike. */
+static inline __attribute__((always_inline)) int record_batch(struct memtrace_event *ev, size_t n)
 {
     if (!atomic_load_explicit(&R.recording, memory_order_relaxed))
         return MEMTRACE_ESTATE;
-    if (ev == NULL || ev->action >= MEMTRACE_ACTION_COUNT)
+    if (ev == NULL && n > 0)
         return MEMTRACE_EINVAL;
-    if (R.skip_actions & (1u << ev->action) || tls_busy)
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].action >= MEMTRACE_ACTION_COUNT)
+            return MEMTRACE_EINVAL;
+    if (tls_busy)
         return 0;
     tls_busy = 1;
-    if (ev->time_ns == 0)
-        ev->time_ns = mt_now_ns();
-    ev->tid = mt_gettid();
-    if (ev->action == MEMTRACE_ALLOC && ev->category == 0 && tls_ncategories > 0)
-        ev->category = tls_categories[tls_ncategories - 1];
-    int depth = R.stack_depth;
-    if (ev->stack == 0 && depth > 0 && wants_stack(R.context, ev->action)) {
-        uintptr_t ips[MEMTRACE_MAX_FRAMES];
-        int n = mt_stack_capture(ips, depth, 1);
-        ev->stack = mt_stack_intern(ips, n);
+    uint64_t now = 0;
+    uint32_t tid = mt_gettid();
+    uint32_t stack = 0;
+    int captured = 0;
+    int context = R.context, depth = R.stack_depth;
+    uint32_t skip = R.skip_actions;
+    for (size_t i = 0; i < n; i++) {
+        struct memtrace_event *e = &ev[i];
+        if (skip & (1u << e->action))
+            continue;
+        if (e->time_ns == 0)
+            e->time_ns = now ? now : (now = mt_now_ns());
+        e->tid = tid;
+        if (e->action == MEMTRACE_ALLOC && e->category == 0 && tls_ncategories > 0)
+            e->category = tls_categories[tls_ncategories - 1];
+        if (e->stack == 0 && depth > 0 && wants_stack(context, e->action)) {
+            if (!captured) {
+                uintptr_t ips[MEMTRACE_MAX_FRAMES];
+                int nips = mt_stack_capture(ips, depth, 1);
+                stack = mt_stack_intern(ips, nips);
+                captured = 1;
+            }
+            e->stack = stack;
+        }
     }
     pthread_mutex_lock(&R.lock);
     if (atomic_load_explicit(&R.recording, memory_order_relaxed)) {
-        R.recorded++;
-        history_append(ev);
-        if (R.streaming && !R.stopping)
-            stream_append(ev);
+        for (size_t i = 0; i < n; i++) {
+            if (R.skip_actions & (1u << ev[i].action))
+                continue;
+            R.recorded++;
+            history_append(&ev[i]);
+            if (R.streaming && !R.stopping)
+                stream_append(&ev[i]);
+        }
     }
     pthread_mutex_unlock(&R.lock);
     tls_busy = 0;
     return 0;
+}
+
+int memtrace_record_event(struct memtrace_event *ev)
+{
+    if (ev == NULL)
+        return MEMTRACE_EINVAL;
+    return record_batch(ev, 1);
+}
+
+int memtrace_record_events(struct memtrace_event *ev, size_t n)
+{
+    return record_batch(ev, n);
 }
 
 uint32_t memtrace_intern(const char *s)

@@ -23,7 +23,7 @@ uint64_t mt_wall_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static __thread uint32_t tls_tid;
+static MT_TLS uint32_t tls_tid;
 
 uint32_t mt_gettid(void)
 {

@@ -6,7 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MT_HIDDEN        __attribute__((visibility("hidden")))
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+/* Thread-locals on hot paths: initial-exec avoids a __tls_get_addr call per access
+ * in a shared library. Keep them few and small: a dlopen'd library takes them from
+ * the static TLS surplus. */
+#define MT_TLS           __thread __attribute__((tls_model("initial-exec")))
 #define MT_LIKELY(x)     __builtin_expect(!!(x), 1)
 #define MT_UNLIKELY(x)   __builtin_expect(!!(x), 0)
 #define MT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

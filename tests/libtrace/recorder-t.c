@@ -212,6 +212,24 @@ static void test_stacks(void)
               "the innermost frame is the function that recorded");
 }
 
+static void test_batch(void)
+{
+    start(0, MEMTRACE_CONTEXT_ALL, NULL);
+    struct memtrace_event ev[2] = {
+        {.action = MEMTRACE_FREE_REQUESTED, .addr = 0x5000, .size = 512},
+        {.action = MEMTRACE_FREE_COMPLETED, .addr = 0x5000, .size = 512},
+    };
+    is_int(0, memtrace_record_events(ev, 2), "a batch of two records");
+    ok(ev[0].time_ns != 0 && ev[0].time_ns == ev[1].time_ns, "the batch shares one time");
+    ok(ev[0].stack != 0 && ev[0].stack == ev[1].stack, "the batch shares one stack");
+    struct memtrace_event bad[2] = {{.action = MEMTRACE_ALLOC}, {.action = 200}};
+    is_int(MEMTRACE_EINVAL, memtrace_record_events(bad, 2), "a bad action fails the batch");
+    struct memtrace_counts c;
+    memtrace_get_counts(&c);
+    is_int(2, (long long)c.recorded, "nothing of a failed batch is recorded");
+    memtrace_record_history(NULL);
+}
+
 struct provider_ctx {
     int calls;
 };
@@ -317,12 +335,13 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(51);
+    plan(56);
     test_threads();
     test_ring();
     test_options();
     test_categories();
     test_stacks();
+    test_batch();
     test_stream_and_dump();
     test_fork();
     return exit_status();
