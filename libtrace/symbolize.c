@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #if MEMTRACE_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #endif
 
@@ -324,6 +326,28 @@ static Dwfl *dwfl_process(void)
 }
 #endif
 
+#if MEMTRACE_HAVE_LIBDW
+/* Whether a function described in DWARF contains addr. For code without debug
+ * information (crt's _start, say) libdw still answers with the nearest line of a
+ * unit whose ranges happen to span it, which would be a wrong file and line. */
+static int in_function(Dwfl_Module *mod, Dwarf_Addr addr)
+{
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    if (cu == NULL)
+        return 0;
+    Dwarf_Die *scopes = NULL;
+    int n = dwarf_getscopes(cu, addr - bias, &scopes);
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        found = tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine;
+    }
+    free(scopes);
+    return found;
+}
+#endif
+
 /* File, line and (as a fallback) function of addr from DWARF. */
 static void dwarf_lookup(uintptr_t addr, struct mt_symbol *out)
 {
@@ -336,7 +360,7 @@ static void dwarf_lookup(uintptr_t addr, struct mt_symbol *out)
         mod = dwfl_addrmodule(dwfl, addr);
     if (mod == NULL)
         return;
-    Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
+    Dwfl_Line *line = in_function(mod, addr) ? dwfl_module_getsrc(mod, addr) : NULL;
     Dwarf_Addr at;
     int lineno = 0, col;
     const char *file = line ? dwfl_lineinfo(line, &at, &lineno, &col, NULL, NULL) : NULL;
