@@ -84,3 +84,4 @@ noinst_PROGRAMS += bench/interpose_bench
 bench_interpose_bench_CPPFLAGS = $(AM_CPPFLAGS) -DBUILDDIR='"$(abs_top_builddir)"'
 bench_interpose_bench_LDADD = -Ltests/fakes -l:libcuda.so.1
 EXTRA_bench_interpose_bench_DEPENDENCIES = $(FAKE_CUDA_LIB) libmemtrace_preload.la
+include interpose/ze.mk

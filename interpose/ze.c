@@ -1,0 +1,394 @@
+/* ze.c: Level Zero wrappers.
+ *
+ * Programs linked with the loader (libze_loader.so.1) call its exported functions, so
+ * the preload library exports the same names and calls the loader's through
+ * RTLD_NEXT. No Level Zero header is needed: handles are pointers and the few
+ * structures read here are mirrored below.
+ *
+ * What is recorded (source = the API name, which tells device, host and shared apart;
+ * device = the index of the device in zeDriverGet/zeDeviceGet order, 0 for memory that
+ * belongs to no device, since host memory is visible to every device of a context):
+ *   zeMemAllocDevice/Host/Shared      segment_alloc
+ *   zeMemFree, zeMemFreeExt           segment_free (before the call, with the device
+ *                                     and kind the driver reports for the pointer)
+ *   zePhysicalMemCreate / Destroy     segment_alloc / segment_free, category "physical",
+ *                                     addr = the handle
+ *   zeVirtualMemMap / Unmap           segment_map / segment_unmap (aux = the handle)
+ *   zeVirtualMemReserve / Free        annotate marks "va_reserve" / "va_free"
+ * Frees are recorded before the driver call, as in cuda.c: once it returns, another
+ * thread may get the same address, and its allocation must come after the free. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "util.h"
+
+typedef uint32_t ze_result_t;
+typedef void *ze_handle;
+
+#define ZE_RESULT_SUCCESS                              0u
+#define ZE_RESULT_ERROR_UNINITIALIZED                  0x78000001u
+#define ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES 0x17u
+#define ZE_MEMORY_TYPE_UNKNOWN                         0u
+
+struct ze_alloc_props {
+    uint32_t stype;
+    const void *next;
+    uint32_t type;
+    uint64_t id;
+    uint64_t page_size;
+};
+
+struct ze_physical_desc {
+    uint32_t stype;
+    const void *next;
+    uint32_t flags;
+    size_t size;
+};
+
+/* clang-format off */
+#define ZE_SYMBOLS(X) \
+    X(zeMemAllocDevice) \
+    X(zeMemAllocHost) \
+    X(zeMemAllocShared) \
+    X(zeMemFree) \
+    X(zeMemFreeExt) \
+    X(zeVirtualMemReserve) \
+    X(zeVirtualMemFree) \
+    X(zeVirtualMemMap) \
+    X(zeVirtualMemUnmap) \
+    X(zePhysicalMemCreate) \
+    X(zePhysicalMemDestroy) \
+    X(zeDriverGet) \
+    X(zeDeviceGet) \
+    X(zeMemGetAllocProperties)
+/* clang-format on */
+
+#define X_ENUM(name) Z_##name,
+enum { ZE_SYMBOLS(X_ENUM) Z_COUNT };
+#define X_NAME(name) #name,
+static const char *const z_name[Z_COUNT] = {ZE_SYMBOLS(X_NAME)};
+static void *_Atomic z_real[Z_COUNT];
+
+static void *real(int i)
+{
+    void *p = atomic_load_explicit(&z_real[i], memory_order_acquire);
+    if (MT_LIKELY(p != NULL))
+        return p;
+    p = mt_real_dlsym(RTLD_NEXT, z_name[i]);
+    if (p != NULL)
+        atomic_store_explicit(&z_real[i], p, memory_order_release);
+    return p;
+}
+
+#define REAL(name) ((__typeof__(&name))real(Z_##name))
+
+/* ---- device indices ------------------------------------------------------------- */
+
+#define MAX_DEVICES 64
+
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static ze_handle dev_handle[MAX_DEVICES];
+static int dev_count;
+
+/* Fills dev_handle in the order a program enumerating drivers and devices sees. */
+static void enumerate_locked(void)
+{
+    ze_result_t (*drivers)(uint32_t *, ze_handle *) =
+        (ze_result_t(*)(uint32_t *, ze_handle *))real(Z_zeDriverGet);
+    ze_result_t (*devices)(ze_handle, uint32_t *, ze_handle *) =
+        (ze_result_t(*)(ze_handle, uint32_t *, ze_handle *))real(Z_zeDeviceGet);
+    ze_handle drv[8];
+    uint32_t ndrv = 8;
+    if (drivers == NULL || devices == NULL || drivers(&ndrv, drv) != ZE_RESULT_SUCCESS)
+        return;
+    dev_count = 0;
+    for (uint32_t d = 0; d < ndrv && d < 8; d++) {
+        uint32_t n = (uint32_t)(MAX_DEVICES - dev_count);
+        if (n == 0 || devices(drv[d], &n, dev_handle + dev_count) != ZE_RESULT_SUCCESS)
+            continue;
+        dev_count += (int)n;
+    }
+}
+
+static int device_index(ze_handle dev)
+{
+    if (dev == NULL)
+        return 0;
+    pthread_mutex_lock(&dev_lock);
+    int idx = -1;
+    for (int pass = 0; pass < 2 && idx < 0; pass++) {
+        if (pass == 1)
+            enumerate_locked();
+        for (int i = 0; i < dev_count; i++)
+            if (dev_handle[i] == dev)
+                idx = i;
+    }
+    pthread_mutex_unlock(&dev_lock);
+    return idx < 0 ? 0 : idx; /* a sub-device: counted with the first device */
+}
+
+/* Devices of physical memory handles, for the maps made of them. A full table only
+ * costs the device of later maps (then 0). */
+#define PHYS_SLOTS 256
+static _Atomic(uintptr_t) phys_handle[PHYS_SLOTS];
+static _Atomic int phys_dev[PHYS_SLOTS];
+
+static void phys_note(ze_handle h, int dev)
+{
+    for (size_t i = 0; i < PHYS_SLOTS; i++) {
+        uintptr_t want = 0;
+        if (atomic_compare_exchange_strong(&phys_handle[i], &want, (uintptr_t)h)) {
+            atomic_store(&phys_dev[i], dev);
+            return;
+        }
+    }
+}
+
+static int phys_device(ze_handle h, int forget)
+{
+    for (size_t i = 0; i < PHYS_SLOTS; i++)
+        if (atomic_load(&phys_handle[i]) == (uintptr_t)h) {
+            int dev = atomic_load(&phys_dev[i]);
+            if (forget)
+                atomic_store(&phys_handle[i], 0);
+            return dev;
+        }
+    return 0;
+}
+
+/* ---- wrappers ------------------------------------------------------------------- */
+
+#define SRC(name)                                                                                  \
+    static uint32_t src_id;                                                                        \
+    static const char *const src = #name
+
+static uint64_t u64(const void *p)
+{
+    return (uint64_t)(uintptr_t)p;
+}
+
+MT_EXPORT ze_result_t zeMemAllocDevice(ze_handle ctx, const void *desc, size_t size, size_t align,
+                                       ze_handle dev, void **out);
+MT_EXPORT ze_result_t zeMemAllocHost(ze_handle ctx, const void *desc, size_t size, size_t align,
+                                     void **out);
+MT_EXPORT ze_result_t zeMemAllocShared(ze_handle ctx, const void *ddesc, const void *hdesc,
+                                       size_t size, size_t align, ze_handle dev, void **out);
+MT_EXPORT ze_result_t zeMemFree(ze_handle ctx, void *ptr);
+MT_EXPORT ze_result_t zeMemFreeExt(ze_handle ctx, const void *desc, void *ptr);
+MT_EXPORT ze_result_t zeVirtualMemReserve(ze_handle ctx, const void *start, size_t size,
+                                          void **out);
+MT_EXPORT ze_result_t zeVirtualMemFree(ze_handle ctx, const void *ptr, size_t size);
+MT_EXPORT ze_result_t zeVirtualMemMap(ze_handle ctx, const void *ptr, size_t size, ze_handle phys,
+                                      size_t offset, uint32_t access);
+MT_EXPORT ze_result_t zeVirtualMemUnmap(ze_handle ctx, const void *ptr, size_t size);
+MT_EXPORT ze_result_t zePhysicalMemCreate(ze_handle ctx, ze_handle dev,
+                                          struct ze_physical_desc *desc, ze_handle *out);
+MT_EXPORT ze_result_t zePhysicalMemDestroy(ze_handle ctx, ze_handle phys);
+ze_result_t zeDriverGet(uint32_t *count, ze_handle *drivers);
+ze_result_t zeDeviceGet(ze_handle drv, uint32_t *count, ze_handle *devices);
+ze_result_t zeMemGetAllocProperties(ze_handle ctx, const void *ptr, struct ze_alloc_props *p,
+                                    ze_handle *dev);
+
+static void record_alloc(const char *src, uint32_t *id, int device, const void *addr, size_t size)
+{
+    mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_SEGMENT, device, 0, u64(addr), size, 0, src, id,
+                    NULL, NULL);
+}
+
+MT_EXPORT ze_result_t zeMemAllocDevice(ze_handle ctx, const void *desc, size_t size, size_t align,
+                                       ze_handle dev, void **out)
+{
+    SRC(zeMemAllocDevice);
+    __typeof__(&zeMemAllocDevice) f = REAL(zeMemAllocDevice);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, desc, size, align, dev, out);
+    ze_result_t r = f(ctx, desc, size, align, dev, out);
+    if (r == ZE_RESULT_SUCCESS)
+        record_alloc(src, &src_id, device_index(dev), *out, size);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zeMemAllocHost(ze_handle ctx, const void *desc, size_t size, size_t align,
+                                     void **out)
+{
+    SRC(zeMemAllocHost);
+    __typeof__(&zeMemAllocHost) f = REAL(zeMemAllocHost);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, desc, size, align, out);
+    ze_result_t r = f(ctx, desc, size, align, out);
+    if (r == ZE_RESULT_SUCCESS)
+        record_alloc(src, &src_id, 0, *out, size);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zeMemAllocShared(ze_handle ctx, const void *ddesc, const void *hdesc,
+                                       size_t size, size_t align, ze_handle dev, void **out)
+{
+    SRC(zeMemAllocShared);
+    __typeof__(&zeMemAllocShared) f = REAL(zeMemAllocShared);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, ddesc, hdesc, size, align, dev, out);
+    ze_result_t r = f(ctx, ddesc, hdesc, size, align, dev, out);
+    if (r == ZE_RESULT_SUCCESS)
+        record_alloc(src, &src_id, device_index(dev), *out, size);
+    mt_ip_leave();
+    return r;
+}
+
+/* Records the free of ptr if the driver knows it as an allocation. */
+static void record_free(const char *src, uint32_t *id, ze_handle ctx, void *ptr)
+{
+    __typeof__(&zeMemGetAllocProperties) props = REAL(zeMemGetAllocProperties);
+    struct ze_alloc_props p = {.stype = ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES};
+    ze_handle dev = NULL;
+    if (ptr == NULL || props == NULL || props(ctx, ptr, &p, &dev) != ZE_RESULT_SUCCESS ||
+        p.type == ZE_MEMORY_TYPE_UNKNOWN)
+        return;
+    mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_SEGMENT, device_index(dev), 0, u64(ptr), 0, 0, src,
+                    id, NULL, NULL);
+}
+
+MT_EXPORT ze_result_t zeMemFree(ze_handle ctx, void *ptr)
+{
+    SRC(zeMemFree);
+    __typeof__(&zeMemFree) f = REAL(zeMemFree);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, ptr);
+    record_free(src, &src_id, ctx, ptr);
+    ze_result_t r = f(ctx, ptr);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zeMemFreeExt(ze_handle ctx, const void *desc, void *ptr)
+{
+    SRC(zeMemFreeExt);
+    __typeof__(&zeMemFreeExt) f = REAL(zeMemFreeExt);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, desc, ptr);
+    record_free(src, &src_id, ctx, ptr);
+    ze_result_t r = f(ctx, desc, ptr);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zeVirtualMemReserve(ze_handle ctx, const void *start, size_t size, void **out)
+{
+    SRC(zeVirtualMemReserve);
+    static uint32_t cat_id;
+    __typeof__(&zeVirtualMemReserve) f = REAL(zeVirtualMemReserve);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, start, size, out);
+    ze_result_t r = f(ctx, start, size, out);
+    if (r == ZE_RESULT_SUCCESS)
+        mt_ip_record_ex(MEMTRACE_ANNOTATE, MT_IP_SEGMENT, 0, 0, u64(*out), size,
+                        MEMTRACE_ANNOTATE_MARK, src, &src_id, "va_reserve", &cat_id);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zeVirtualMemFree(ze_handle ctx, const void *ptr, size_t size)
+{
+    SRC(zeVirtualMemFree);
+    static uint32_t cat_id;
+    __typeof__(&zeVirtualMemFree) f = REAL(zeVirtualMemFree);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, ptr, size);
+    ze_result_t r = f(ctx, ptr, size);
+    if (r == ZE_RESULT_SUCCESS)
+        mt_ip_record_ex(MEMTRACE_ANNOTATE, MT_IP_SEGMENT, 0, 0, u64(ptr), size,
+                        MEMTRACE_ANNOTATE_MARK, src, &src_id, "va_free", &cat_id);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zeVirtualMemMap(ze_handle ctx, const void *ptr, size_t size, ze_handle phys,
+                                      size_t offset, uint32_t access)
+{
+    SRC(zeVirtualMemMap);
+    __typeof__(&zeVirtualMemMap) f = REAL(zeVirtualMemMap);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, ptr, size, phys, offset, access);
+    ze_result_t r = f(ctx, ptr, size, phys, offset, access);
+    if (r == ZE_RESULT_SUCCESS)
+        mt_ip_record_ex(MEMTRACE_SEGMENT_MAP, MT_IP_MAPPED, phys_device(phys, 0), 0, u64(ptr), size,
+                        u64(phys), src, &src_id, NULL, NULL);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zeVirtualMemUnmap(ze_handle ctx, const void *ptr, size_t size)
+{
+    SRC(zeVirtualMemUnmap);
+    __typeof__(&zeVirtualMemUnmap) f = REAL(zeVirtualMemUnmap);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, ptr, size);
+    mt_ip_record_ex(MEMTRACE_SEGMENT_UNMAP, MT_IP_MAPPED, 0, 0, u64(ptr), size, 0, src, &src_id,
+                    NULL, NULL);
+    ze_result_t r = f(ctx, ptr, size);
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zePhysicalMemCreate(ze_handle ctx, ze_handle dev,
+                                          struct ze_physical_desc *desc, ze_handle *out)
+{
+    SRC(zePhysicalMemCreate);
+    static uint32_t cat_id;
+    __typeof__(&zePhysicalMemCreate) f = REAL(zePhysicalMemCreate);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, dev, desc, out);
+    ze_result_t r = f(ctx, dev, desc, out);
+    if (r == ZE_RESULT_SUCCESS) {
+        int idx = device_index(dev);
+        phys_note(*out, idx);
+        mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_PHYSICAL, idx, 0, u64(*out), desc->size, 0,
+                        src, &src_id, "physical", &cat_id);
+    }
+    mt_ip_leave();
+    return r;
+}
+
+MT_EXPORT ze_result_t zePhysicalMemDestroy(ze_handle ctx, ze_handle phys)
+{
+    SRC(zePhysicalMemDestroy);
+    static uint32_t cat_id;
+    __typeof__(&zePhysicalMemDestroy) f = REAL(zePhysicalMemDestroy);
+    if (f == NULL)
+        return ZE_RESULT_ERROR_UNINITIALIZED;
+    if (!mt_ip_enter())
+        return f(ctx, phys);
+    mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_PHYSICAL, phys_device(phys, 1), 0, u64(phys), 0, 0,
+                    src, &src_id, "physical", &cat_id);
+    ze_result_t r = f(ctx, phys);
+    mt_ip_leave();
+    return r;
+}

@@ -1,0 +1,138 @@
+/* ze-t: a Level Zero program linked with the real loader, run with the fake driver
+ * under the preload: each wrapped call is recorded once with its exact action,
+ * source, address, size and device, and reaches the driver once. */
+#include "harness.h"
+
+#include "config.h"
+
+#if !MEMTRACE_HAVE_LEVEL_ZERO
+int main(void)
+{
+    skip_all("built without the Level Zero loader (install libze-dev libze1)");
+}
+#else
+struct want {
+    char action[32], source[64];
+    unsigned long long addr, size;
+    int device;
+};
+
+static size_t parse_wants(const char *out, struct want *w, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = out; p && *p && n < max; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (sscanf(p, "E %31s %63s %llx %llu %d", w[n].action, w[n].source, &w[n].addr, &w[n].size,
+                   &w[n].device) == 5)
+            n++;
+    return n;
+}
+
+static long long calls(const char *out, const char *sym)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\nC %s ", sym);
+    const char *p = strstr(out, key);
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+static size_t count_source(const struct h_file *f, const char *source)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->n; i++)
+        n += strcmp(memtrace_reader_string(f->r, f->ev[i].source), source) == 0;
+    return n;
+}
+
+int main(void)
+{
+    if (access(PRELOAD_SO, R_OK) != 0)
+        skip_all("the preload library is not built yet");
+    if (access(FAKE_DIR "/libze_fake.so", R_OK) != 0)
+        skip_all("the fake Level Zero driver is not built");
+    h_setup();
+    char out_pat[400];
+    snprintf(out_pat, sizeof out_pat, "%s/ze-%%p.memtrace", h_tmpdir);
+    setenv("MEMTRACE_OUTPUT", out_pat, 1);
+    setenv("MEMTRACE_SAMPLE_MS", "0", 1);
+    setenv("ZE_ENABLE_ALT_DRIVERS", FAKE_DIR "/libze_fake.so", 1);
+    setenv("FAKE_ZE_DEVICES", "2", 1);
+
+    char *argv[] = {PROG_DIR "/ze_prog", NULL};
+    char *out;
+    char err_path[400];
+    snprintf(err_path, sizeof err_path, "%s/stderr", h_tmpdir);
+    int st = h_run(argv, 1, &out, err_path);
+    is_int(0, st, "ze_prog exits 0 under the preload");
+    if (st != 0) {
+        char *e = h_slurp_file(err_path);
+        diag("stderr: %s", e);
+        free(e);
+    }
+
+    struct want w[64];
+    size_t nw = parse_wants(out, w, 64);
+    is_int(20, (long long)nw, "the program reports 20 recorded calls");
+
+    char path[600] = "";
+    DIR *d = opendir(h_tmpdir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "ze-", 3) == 0)
+            snprintf(path, sizeof path, "%s/%s", h_tmpdir, e->d_name);
+    if (d != NULL)
+        closedir(d);
+    struct h_file f;
+    h_read(&f, path);
+    is_int(0, f.rc, "file reads without error");
+    is_int(0, f.truncated, "file is complete");
+    is_int((long long)nw, (long long)f.n, "one event per wrapped call, nothing else");
+    int mismatches = 0;
+    for (size_t i = 0; i < nw && i < f.n; i++) {
+        const struct memtrace_event *ev = &f.ev[i];
+        const char *src = memtrace_reader_string(f.r, ev->source);
+        if (strcmp(memtrace_action_name(ev->action), w[i].action) != 0 ||
+            strcmp(src, w[i].source) != 0 || ev->addr != w[i].addr || ev->size != w[i].size ||
+            ev->device != w[i].device) {
+            diag("event %zu: got %s %s 0x%llx %llu %d, wanted %s %s 0x%llx %llu %d", i,
+                 memtrace_action_name(ev->action), src, (unsigned long long)ev->addr,
+                 (unsigned long long)ev->size, ev->device, w[i].action, w[i].source, w[i].addr,
+                 w[i].size, w[i].device);
+            mismatches++;
+        }
+    }
+    is_int(0, mismatches, "action, source, address, size and device of every event");
+    is_int(3, (long long)count_source(&f, "zeMemAllocDevice"), "3 zeMemAllocDevice events");
+    is_int(2, (long long)count_source(&f, "zeMemAllocHost"), "2 zeMemAllocHost events");
+    is_int(2, (long long)count_source(&f, "zeMemAllocShared"), "2 zeMemAllocShared events");
+    is_int(6, (long long)count_source(&f, "zeMemFree"), "6 zeMemFree events");
+    is_int(1, (long long)count_source(&f, "zeMemFreeExt"), "1 zeMemFreeExt event");
+    is_int(7, (long long)h_count(&f, MEMTRACE_SEGMENT_FREE) - 1,
+           "7 segment_free of memory (plus the physical handle)");
+    is_int(0, (long long)memtrace_reader_segment_count(f.r), "no live segment at exit");
+    h_close(&f);
+
+    static const struct {
+        const char *sym;
+        long long n;
+    } want_calls[] = {
+        {"zeMemAllocDevice", 3},    {"zeMemAllocHost", 2},       {"zeMemAllocShared", 2},
+        {"zeMemFree", 7},           {"zeMemFreeExt", 1},         {"zeVirtualMemReserve", 1},
+        {"zeVirtualMemFree", 1},    {"zeVirtualMemMap", 1},      {"zeVirtualMemUnmap", 1},
+        {"zePhysicalMemCreate", 1}, {"zePhysicalMemDestroy", 1},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof want_calls / sizeof want_calls[0]; i++) {
+        long long got = calls(out, want_calls[i].sym);
+        if (got != want_calls[i].n) {
+            diag("%s reached the driver %lld times, wanted %lld", want_calls[i].sym, got,
+                 want_calls[i].n);
+            bad++;
+        }
+    }
+    is_int(0, bad, "each real driver function was reached exactly as often as called");
+    free(out);
+    h_cleanup();
+    done_testing();
+    return exit_status();
+}
+#endif

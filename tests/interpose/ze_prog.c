@@ -1,0 +1,117 @@
+/* ze_prog: a Level Zero program for ze-t, linked with the loader and run with the fake
+ * driver. Allocates 3 device, 2 host and 2 shared buffers, frees them, and maps
+ * physical memory into a reservation. Prints one line per call the interposer should
+ * record, "E action source address size device" (a free carries the size and device
+ * the recorder knows for the address), in call order, then "C name n" for
+ * how often each memory function reached the driver. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <level_zero/ze_api.h>
+
+static void expect(const char *action, const char *source, const void *addr, size_t size,
+                   int device)
+{
+    printf("E %s %s %llx %zu %d\n", action, source, (unsigned long long)(uintptr_t)addr, size,
+           device);
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        ze_result_t rc_ = (call);                                                                  \
+        if (rc_ != ZE_RESULT_SUCCESS) {                                                            \
+            fprintf(stderr, "%s failed: %#x\n", #call, (unsigned)rc_);                             \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+int main(void)
+{
+    CHECK(zeInit(0));
+    uint32_t n = 1;
+    ze_driver_handle_t drv;
+    CHECK(zeDriverGet(&n, &drv));
+    ze_device_handle_t dev[2];
+    n = 2;
+    CHECK(zeDeviceGet(drv, &n, dev));
+    if (n != 2) {
+        fprintf(stderr, "need two devices (FAKE_ZE_DEVICES=2)\n");
+        return 1;
+    }
+    ze_context_desc_t cd = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
+    ze_context_handle_t ctx;
+    CHECK(zeContextCreate(drv, &cd, &ctx));
+    ze_device_mem_alloc_desc_t dd = {.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
+    ze_host_mem_alloc_desc_t hd = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
+
+    static const size_t dsize[3] = {1000, 1 << 20, 64}, hsize[2] = {100, 8192},
+                        ssize[2] = {4096, 10};
+    static const int ddev[3] = {0, 0, 1}, sdev[2] = {1, -1};
+    void *d[3], *h[2], *s[2];
+    for (int i = 0; i < 3; i++) {
+        CHECK(zeMemAllocDevice(ctx, &dd, dsize[i], 0, dev[ddev[i]], &d[i]));
+        expect("segment_alloc", "zeMemAllocDevice", d[i], dsize[i], ddev[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(zeMemAllocHost(ctx, &hd, hsize[i], 0, &h[i]));
+        expect("segment_alloc", "zeMemAllocHost", h[i], hsize[i], 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK(
+            zeMemAllocShared(ctx, &dd, &hd, ssize[i], 0, sdev[i] < 0 ? NULL : dev[sdev[i]], &s[i]));
+        expect("segment_alloc", "zeMemAllocShared", s[i], ssize[i], sdev[i] < 0 ? 0 : sdev[i]);
+    }
+
+    ze_memory_free_ext_desc_t fd = {.stype = ZE_STRUCTURE_TYPE_MEMORY_FREE_EXT_DESC};
+    expect("segment_free", "zeMemFreeExt", d[1], dsize[1], 0);
+    CHECK(zeMemFreeExt(ctx, &fd, d[1]));
+    for (int i = 0; i < 3; i += 2) {
+        expect("segment_free", "zeMemFree", d[i], dsize[i], ddev[i]);
+        CHECK(zeMemFree(ctx, d[i]));
+    }
+    for (int i = 0; i < 2; i++) {
+        expect("segment_free", "zeMemFree", h[i], hsize[i], 0);
+        CHECK(zeMemFree(ctx, h[i]));
+    }
+    for (int i = 0; i < 2; i++) {
+        expect("segment_free", "zeMemFree", s[i], ssize[i], sdev[i] < 0 ? 0 : sdev[i]);
+        CHECK(zeMemFree(ctx, s[i]));
+    }
+    /* Not an allocation: the driver refuses it and nothing is recorded. */
+    int local;
+    if (zeMemFree(ctx, &local) == ZE_RESULT_SUCCESS)
+        return 1;
+
+    size_t mib2 = 2u << 20;
+    void *va;
+    ze_physical_mem_desc_t pd = {.stype = ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, .size = mib2};
+    ze_physical_mem_handle_t ph;
+    CHECK(zeVirtualMemReserve(ctx, NULL, 2 * mib2, &va));
+    expect("annotate", "zeVirtualMemReserve", va, 2 * mib2, 0);
+    CHECK(zePhysicalMemCreate(ctx, dev[1], &pd, &ph));
+    expect("segment_alloc", "zePhysicalMemCreate", ph, mib2, 1);
+    CHECK(zeVirtualMemMap(ctx, va, mib2, ph, 0, ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE));
+    expect("segment_map", "zeVirtualMemMap", va, mib2, 1);
+    expect("segment_unmap", "zeVirtualMemUnmap", va, mib2, 1);
+    CHECK(zeVirtualMemUnmap(ctx, va, mib2));
+    expect("segment_free", "zePhysicalMemDestroy", ph, mib2, 1);
+    CHECK(zePhysicalMemDestroy(ctx, ph));
+    CHECK(zeVirtualMemFree(ctx, va, 2 * mib2));
+    expect("annotate", "zeVirtualMemFree", va, 2 * mib2, 0);
+    CHECK(zeContextDestroy(ctx));
+
+    const char *path = getenv("ZE_ENABLE_ALT_DRIVERS");
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    long long (*calls)(const char *) =
+        lib ? (long long (*)(const char *))dlsym(lib, "fake_ze_calls") : NULL;
+    static const char *const names[] = {
+        "zeMemAllocDevice",  "zeMemAllocHost",      "zeMemAllocShared",    "zeMemFree",
+        "zeMemFreeExt",      "zeVirtualMemReserve", "zeVirtualMemFree",    "zeVirtualMemMap",
+        "zeVirtualMemUnmap", "zePhysicalMemCreate", "zePhysicalMemDestroy"};
+    for (size_t i = 0; calls && i < sizeof names / sizeof names[0]; i++)
+        printf("C %s %lld\n", names[i], calls(names[i]));
+    return 0;
+}
