@@ -35,13 +35,13 @@ void mt_ip_record(int action, int device, uint64_t stream, uint64_t addr, uint64
 
 /* Configuration read from the environment (interpose/config.c), see docs. */
 struct mt_ip_config {
-    char output[4096];    /* path pattern, %p %r %h expanded */
-    int stack_depth;      /* 0 = no stacks */
+    char output[4096]; /* path pattern, %p %r %h expanded */
+    int stack_depth;   /* 0 = no stacks */
     unsigned flush_ms;
     size_t max_entries;
-    int dump_signal;      /* 0 = none */
-    int caching;          /* route allocations through memtrace's caching allocator */
-    unsigned sample_ms;   /* device memory sampling period, 0 = off */
+    int dump_signal;    /* 0 = none */
+    int caching;        /* route allocations through memtrace's caching allocator */
+    unsigned sample_ms; /* device memory sampling period, 0 = off */
 };
 
 #endif

@@ -37,8 +37,7 @@ int mt_writer_meta(struct mt_writer *w, const char *json);
 
 /* Strings with ids first_id .. first_id + n - 1; first_id must follow the last id
  * written (1 for the first call). MEMTRACE_EINVAL otherwise. */
-int mt_writer_strings(struct mt_writer *w, uint32_t first_id, size_t n,
-                      const char *const *s);
+int mt_writer_strings(struct mt_writer *w, uint32_t first_id, size_t n, const char *const *s);
 
 /* Frames with ids first_id .. first_id + n - 1, same rule. */
 int mt_writer_frames(struct mt_writer *w, uint32_t first_id, size_t n,
@@ -47,15 +46,15 @@ int mt_writer_frames(struct mt_writer *w, uint32_t first_id, size_t n,
 /* Stack trie nodes with ids first_id .. first_id + n - 1, same rule; node i has
  * parent[i] (0 = root, else an id already written or earlier in this call) and
  * frame[i] (an id already written). */
-int mt_writer_stacks(struct mt_writer *w, uint32_t first_id, size_t n,
-                     const uint32_t *parent, const uint32_t *frame);
+int mt_writer_stacks(struct mt_writer *w, uint32_t first_id, size_t n, const uint32_t *parent,
+                     const uint32_t *frame);
 
 /* Events in recording order (time_ns need not be monotonic across threads). */
 int mt_writer_events(struct mt_writer *w, const struct memtrace_event *ev, size_t n);
 
 /* The segment and block state at time_ns; replaces any earlier state for readers. */
-int mt_writer_state(struct mt_writer *w, uint64_t time_ns,
-                    const struct memtrace_segment *segs, size_t n);
+int mt_writer_state(struct mt_writer *w, uint64_t time_ns, const struct memtrace_segment *segs,
+                    size_t n);
 
 /* Writes the end record (JSON object text: totals) and closes the file; w is freed
  * whatever the result. */
