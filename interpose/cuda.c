@@ -184,7 +184,7 @@ void mt_cu_note_context(void)
 
 int mt_cu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
-    static __thread CUcontext bound;
+    static MT_TLS CUcontext bound;
     CUcontext c = atomic_load(&first_ctx);
     if (c == NULL)
         return -1;

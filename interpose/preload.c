@@ -236,7 +236,7 @@ static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx
 enum { ST_IDLE = 0, ST_RUNNING, ST_OFF };
 
 static _Atomic int state;
-static __thread int t_busy;
+static MT_TLS int t_busy;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mt_ip_config cfg;
 static int owner;      /* this library started the stream, so it ends it */
