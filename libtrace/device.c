@@ -92,6 +92,17 @@ static void device_delete(struct memtrace_device *d)
     free(d);
 }
 
+/* A device in use belongs in the recording's metadata (its name, capacity and
+ * backend), so a file says what it was recorded on. */
+static void device_publish(struct memtrace_device *d)
+{
+    uint64_t free_bytes = 0, total = 0;
+    if (memtrace_device_mem_info(d, &free_bytes, &total) != 0)
+        total = 0;
+    const char *name = memtrace_device_name(d);
+    memtrace_device_register(d->index, name ? name : d->backend, total, d->backend);
+}
+
 MEMTRACE_API int memtrace_device_open(struct memtrace_device **out, const char *backend, int index)
 {
     if (!out || index < 0)
@@ -125,6 +136,7 @@ MEMTRACE_API int memtrace_device_open(struct memtrace_device **out, const char *
         d->next = registry;
         registry = d;
         *out = d;
+        device_publish(d);
     } else if (d) {
         device_delete(d);
     }
@@ -145,6 +157,7 @@ MEMTRACE_API int memtrace_device_open_host(struct memtrace_device **out, uint64_
         return rc;
     }
     *out = d;
+    device_publish(d);
     return 0;
 }
 

@@ -10,6 +10,8 @@
 
 #include "device_impl.h"
 #include "memtrace_device.h"
+#include "memtrace_snapshot.h"
+#include <jansson.h>
 #include "tap.h"
 
 #define MiB ((uint64_t)1 << 20)
@@ -387,6 +389,36 @@ static void test_close(void)
     is_int(16, atomic_load(&n), "close ran every queued kernel before joining the workers");
 }
 
+/* A device opened while recording is named in the file's metadata. */
+static void test_metadata(void)
+{
+    char path[] = "/tmp/device-t-meta-XXXXXX";
+    close(mkstemp(path));
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    memtrace_record_history(&o);
+    struct memtrace_device *d;
+    is_int(0, memtrace_device_open_host(&d, 3u << 20), "host device of 3 MiB for metadata");
+    is_int(0, memtrace_dump_snapshot(path), "dump with the device open");
+    memtrace_record_history(NULL);
+    memtrace_device_close(d);
+    struct memtrace_reader *r;
+    json_t *devs = NULL, *meta = NULL;
+    if (memtrace_reader_open(&r, path, NULL) == 0) {
+        meta = json_loads(memtrace_reader_meta(r), 0, NULL);
+        devs = json_object_get(meta, "devices");
+        memtrace_reader_close(r);
+    }
+    json_t *dev0 = json_array_get(devs, 0);
+    is_int(1, (long long)json_array_size(devs), "one device in the metadata");
+    is_string("host", json_string_value(json_object_get(dev0, "backend")), "its backend");
+    is_int(3 << 20, json_integer_value(json_object_get(dev0, "total_memory")),
+           "its total memory is the capacity");
+    is_int(0, json_integer_value(json_object_get(dev0, "index")), "its index");
+    json_decref(meta);
+    unlink(path);
+}
+
 int main(void)
 {
     test_parse();
@@ -397,6 +429,7 @@ int main(void)
     test_vm();
     test_threads();
     test_close();
+    test_metadata();
     done_testing();
     return exit_status();
 }
