@@ -10,8 +10,12 @@
  * Node and frame records live in segmented arrays (segment k holds SEG_BASE << k
  * records) so they never move: a reader that acquire-loads the count may read any
  * record below it while the writer appends. */
+#include "config.h"
+
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+
+#include <link.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -315,18 +319,65 @@ static void unwind_init(void)
 
 /* Frames unw_backtrace may report before our caller's: its own and ours. */
 #define CAPTURE_SLACK 4
+/* Frames of memtrace's own shared libraries that a capture may trim. */
+#define OWN_SLACK 8
+
+/* The executable ranges of memtrace's own shared objects (libmemtrace.so and
+ * libmemtrace_preload.so): their frames at the top of a stack (the recorder, the
+ * allocator's entry points, the interposer's wrappers) say nothing about where the
+ * program allocated, so captures start below them. When the recorder is linked into
+ * a program statically nothing is trimmed: the program's own frames look the same. */
+static struct {
+    uintptr_t lo, hi;
+} own_ranges[8];
+static int own_nranges;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+
+static int own_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    base = base ? base + 1 : info->dlpi_name;
+    if (base == NULL || strncmp(base, "libmemtrace", 11) != 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) ||
+            own_nranges == (int)MT_ARRAY_SIZE(own_ranges))
+            continue;
+        own_ranges[own_nranges].lo = info->dlpi_addr + ph->p_vaddr;
+        own_ranges[own_nranges].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        own_nranges++;
+    }
+    return 0;
+}
+
+static void own_init(void)
+{
+    dl_iterate_phdr(own_module, NULL);
+}
+
+static bool is_own(uintptr_t ip)
+{
+    for (int i = 0; i < own_nranges; i++)
+        if (ip >= own_ranges[i].lo && ip < own_ranges[i].hi)
+            return true;
+    return false;
+}
 
 __attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip)
 {
-    void *buf[MEMTRACE_MAX_FRAMES + CAPTURE_SLACK];
+    void *buf[MEMTRACE_MAX_FRAMES + CAPTURE_SLACK + OWN_SLACK];
     if (ips == NULL || max <= 0)
         return 0;
     if (skip < 0)
         skip = 0;
     if (MT_UNLIKELY(atomic_load_explicit(&unwind_ready, memory_order_relaxed) == 0))
         unwind_init();
+    pthread_once(&own_once, own_init);
 
-    int want = max + skip + CAPTURE_SLACK;
+    int want = max + skip + CAPTURE_SLACK + OWN_SLACK;
     if (want > (int)MT_ARRAY_SIZE(buf))
         want = (int)MT_ARRAY_SIZE(buf);
     int got = unw_backtrace(buf, want);
@@ -344,6 +395,11 @@ __attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip
     if (first < 0)
         return 0;
     first += skip;
+    int own = first;
+    while (own < got && is_own((uintptr_t)buf[own]))
+        own++;
+    if (own < got) /* a stack entirely inside memtrace keeps its frames */
+        first = own;
     int n = got - first;
     if (n <= 0)
         return 0;

@@ -13,7 +13,9 @@
 
 /* Captures the caller's stack into ips (innermost first): at most max return
  * addresses, after skipping skip frames above the caller (skip = 0 keeps the
- * caller of mt_stack_capture as ips[0]). Returns the number captured (0 on failure).
+ * caller of mt_stack_capture as ips[0]) and then the frames, if any, that lie in
+ * memtrace's own shared libraries (libmemtrace*.so): a stack starts where the
+ * program called memtrace. Returns the number captured (0 on failure).
  * Async-signal-unsafe but malloc-free. */
 int mt_stack_capture(uintptr_t *ips, int max, int skip);
 
