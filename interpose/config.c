@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "memtrace_alloc.h"
 #include "util.h"
 
 #define DEFAULT_OUTPUT "memtrace-%p.memtrace"
@@ -173,14 +174,18 @@ int mt_ip_config_read(struct mt_ip_config *c)
         if (strcmp(s, "0") == 0) {
             c->caching = 0;
         } else if (strcmp(s, "1") == 0) {
-            /* Routing the user's allocations through the caching allocator changes
-             * what the program gets back; the preload does not do that yet. */
-            mt_log("MEMTRACE_CACHING=1 is not supported by the preload library yet; "
-                   "recording the program's own allocations");
-            c->caching = 0;
+            c->caching = 1;
         } else {
             return bad("MEMTRACE_CACHING", s, "0 or 1");
         }
+    }
+    s = getenv("MEMTRACE_ALLOC_CONF");
+    if (c->caching && s != NULL && *s != '\0') {
+        /* Checked now: an allocator that cannot be created would leave every
+         * allocation to the driver, one warning each. */
+        struct memtrace_alloc_config_error err;
+        if (memtrace_alloc_config_set_err(s, &err) != 0)
+            return bad("MEMTRACE_ALLOC_CONF", s, err.text);
     }
 
     s = getenv("MEMTRACE_SAMPLE_MS");

@@ -24,13 +24,18 @@
  *                                          "graph"
  *   cuMemGetInfo_v2                        counter (used, total)
  * Frees are recorded before the driver call: once it returns, the driver may hand
- * the same address to another thread, whose allocation must come after the free. */
+ * the same address to another thread, whose allocation must come after the free.
+ *
+ * With MEMTRACE_CACHING=1, cuMemAlloc_v2 and cuMemAllocAsync[_ptsz] return blocks of
+ * memtrace's caching allocator (interpose/caching.c), which records them; their frees
+ * give the blocks back, and any other address goes to the driver as above. */
 #include "config.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "caching.h"
 #include "internal.h"
 #include "util.h"
 
@@ -106,7 +111,8 @@ struct cu_mem_alloc_node_params {
 #define CU_HELPERS(X)                                                                              \
     X(cuCtxGetDevice)                                                                              \
     X(cuCtxGetCurrent)                                                                             \
-    X(cuCtxSetCurrent)
+    X(cuCtxSetCurrent)                                                                             \
+    X(cuStreamSynchronize)
 
 #define X_ENUM(name) S_##name,
 enum { CU_SYMBOLS(X_ENUM) CU_HELPERS(X_ENUM) S_COUNT };
@@ -208,6 +214,28 @@ void mt_cu_atfork_child(void)
     atomic_store(&first_ctx, NULL);
 }
 
+void *mt_cu_ctx_get(void)
+{
+    CUresult (*get)(CUcontext *) = (CUresult(*)(CUcontext *))real(S_cuCtxGetCurrent);
+    CUcontext c = NULL;
+    if (get == NULL || get(&c) != CUDA_SUCCESS)
+        return NULL;
+    return c;
+}
+
+void mt_cu_ctx_set(void *ctx)
+{
+    CUresult (*set)(CUcontext) = (CUresult(*)(CUcontext))real(S_cuCtxSetCurrent);
+    if (set != NULL)
+        set(ctx);
+}
+
+int mt_cu_stream_sync(void *s)
+{
+    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))real(S_cuStreamSynchronize);
+    return sync != NULL ? sync(s) : CUDA_ERROR_NOT_FOUND;
+}
+
 static inline uint64_t ptsz_stream(CUstream s)
 {
     return s == NULL ? CU_STREAM_PER_THREAD : (uint64_t)(uintptr_t)s;
@@ -232,6 +260,19 @@ static int device_now(void)
     return mt_cu_current_device();
 }
 
+/* MEMTRACE_CACHING=1: the caching allocator's block (recorded by the allocator), or
+ * MT_CACHING_PASS for the driver. Inside mt_ip_enter(). */
+static CUresult cache_alloc(CUdeviceptr *dptr, size_t bytesize, uint64_t stream)
+{
+    uint64_t addr = 0;
+    if (dptr == NULL || !mt_ip_config()->caching)
+        return MT_CACHING_PASS;
+    int rc = mt_caching_alloc(&addr, bytesize, stream);
+    if (rc == 0)
+        *dptr = addr;
+    return rc;
+}
+
 /* ---- wrappers ------------------------------------------------------------------ */
 
 #define SRC(name)                                                                                  \
@@ -246,9 +287,12 @@ static CUresult cuMemAlloc_v2_w(CUdeviceptr *dptr, size_t bytesize)
         return CUDA_ERROR_NOT_FOUND;
     if (!mt_ip_enter())
         return f(dptr, bytesize);
-    CUresult r = f(dptr, bytesize);
-    if (r == CUDA_SUCCESS)
-        record_alloc(src, &src_id, device_now(), 0, *dptr, bytesize);
+    CUresult r = cache_alloc(dptr, bytesize, 0);
+    if (r == MT_CACHING_PASS) {
+        r = f(dptr, bytesize);
+        if (r == CUDA_SUCCESS)
+            record_alloc(src, &src_id, device_now(), 0, *dptr, bytesize);
+    }
     mt_ip_leave();
     return r;
 }
@@ -290,6 +334,8 @@ static CUresult cuMemFree_v2_w(CUdeviceptr dptr)
     __typeof__(&cuMemFree_v2_w) f = REAL(cuMemFree_v2);
     if (f == NULL)
         return CUDA_ERROR_NOT_FOUND;
+    if (dptr != 0 && mt_caching_free(dptr, 0, NULL))
+        return CUDA_SUCCESS;
     if (dptr == 0 || !mt_ip_enter())
         return f(dptr);
     record_free(src, &src_id, 0, 0, dptr);
@@ -380,9 +426,12 @@ static CUresult cuMemHostUnregister_w(void *p)
             return CUDA_ERROR_NOT_FOUND;                                                           \
         if (!mt_ip_enter())                                                                        \
             return f(dptr, bytesize, s);                                                           \
-        CUresult r = f(dptr, bytesize, s);                                                         \
-        if (r == CUDA_SUCCESS)                                                                     \
-            record_alloc(src, &src_id, device_now(), stream_of(s), *dptr, bytesize);               \
+        CUresult r = cache_alloc(dptr, bytesize, stream_of(s));                                    \
+        if (r == MT_CACHING_PASS) {                                                                \
+            r = f(dptr, bytesize, s);                                                              \
+            if (r == CUDA_SUCCESS)                                                                 \
+                record_alloc(src, &src_id, device_now(), stream_of(s), *dptr, bytesize);           \
+        }                                                                                          \
         mt_ip_leave();                                                                             \
         return r;                                                                                  \
     }
@@ -410,6 +459,8 @@ static CUresult cuMemHostUnregister_w(void *p)
         __typeof__(&name##_w) f = REAL(name);                                                      \
         if (f == NULL)                                                                             \
             return CUDA_ERROR_NOT_FOUND;                                                           \
+        if (dptr != 0 && mt_caching_free(dptr, 1, (void *)(uintptr_t)stream_of(s)))                \
+            return CUDA_SUCCESS;                                                                   \
         if (dptr == 0 || !mt_ip_enter())                                                           \
             return f(dptr, s);                                                                     \
         record_free(src, &src_id, 0, stream_of(s), dptr);                                          \
@@ -609,7 +660,7 @@ static CUresult cuGetProcAddress_w(const char *symbol, void **pfn, int version,
     if (f == NULL)
         return CUDA_ERROR_NOT_FOUND;
     CUresult r = f(symbol, pfn, version, flags);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && !mt_ip_from_library(__builtin_return_address(0)))
         mt_cu_swap(pfn);
     return r;
 }
@@ -621,7 +672,7 @@ static CUresult cuGetProcAddress_v2_w(const char *symbol, void **pfn, int versio
     if (f == NULL)
         return CUDA_ERROR_NOT_FOUND;
     CUresult r = f(symbol, pfn, version, flags, status);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && !mt_ip_from_library(__builtin_return_address(0)))
         mt_cu_swap(pfn);
     return r;
 }
@@ -636,6 +687,14 @@ static void *const sym_wrapper[S_WRAPPED] = {CU_SYMBOLS(X_WRAP)};
 static void *wrapper_of(int i)
 {
     return sym_wrapper[i];
+}
+
+void *mt_cu_unwrap(void *p)
+{
+    for (int i = 0; p != NULL && i < S_WRAPPED; i++)
+        if (p == sym_wrapper[i])
+            return real(i);
+    return p;
 }
 
 void *mt_cu_hook(void *handle, const char *name, void *found)

@@ -3,12 +3,15 @@
  * One event per user call, with the runtime's name as its source; the driver call
  * the runtime makes underneath runs inside the same re-entry guard and so is not
  * recorded a second time. A statically linked runtime is not interposable here; the
- * driver wrappers see its allocations through cuGetProcAddress. */
+ * driver wrappers see its allocations through cuGetProcAddress. With
+ * MEMTRACE_CACHING=1, cudaMalloc[Async] and cudaFree[Async] are served by the caching
+ * allocator (interpose/caching.c) as the driver's cuMemAlloc_v2 is. */
 #include "config.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>
 
+#include "caching.h"
 #include "internal.h"
 #include "util.h"
 
@@ -80,6 +83,19 @@ static int dev(void)
     return mt_cu_current_device();
 }
 
+/* MEMTRACE_CACHING=1: a block of the caching allocator (cudaErrorMemoryAllocation is
+ * 2 as the driver's out of memory), or MT_CACHING_PASS for the runtime. */
+static cudaError_t cache_alloc(void **p, size_t size, uint64_t stream)
+{
+    uint64_t addr = 0;
+    if (p == NULL || !mt_ip_config()->caching)
+        return MT_CACHING_PASS;
+    int rc = mt_caching_alloc(&addr, size, stream);
+    if (rc == 0)
+        *p = (void *)(uintptr_t)addr;
+    return rc;
+}
+
 static cudaError_t cudaMalloc_w(void **p, size_t size)
 {
     SRC(cudaMalloc);
@@ -88,9 +104,12 @@ static cudaError_t cudaMalloc_w(void **p, size_t size)
         return cudaErrorSymbolNotFound;
     if (!mt_ip_enter())
         return f(p, size);
-    cudaError_t r = f(p, size);
-    if (r == cudaSuccess)
-        rec_alloc(src, &src_id, dev(), 0, *p, size);
+    cudaError_t r = cache_alloc(p, size, 0);
+    if (r == MT_CACHING_PASS) {
+        r = f(p, size);
+        if (r == cudaSuccess)
+            rec_alloc(src, &src_id, dev(), 0, *p, size);
+    }
     mt_ip_leave();
     return r;
 }
@@ -101,6 +120,8 @@ static cudaError_t cudaFree_w(void *p)
     __typeof__(&cudaFree_w) f = REAL(cudaFree);
     if (f == NULL)
         return cudaErrorSymbolNotFound;
+    if (p != NULL && mt_caching_free((uintptr_t)p, 0, NULL))
+        return cudaSuccess;
     if (p == NULL || !mt_ip_enter())
         return f(p);
     rec_free(src, &src_id, 0, p);
@@ -118,9 +139,12 @@ static cudaError_t cudaFree_w(void *p)
             return cudaErrorSymbolNotFound;                                                        \
         if (!mt_ip_enter())                                                                        \
             return f(p, size, s);                                                                  \
-        cudaError_t r = f(p, size, s);                                                             \
-        if (r == cudaSuccess)                                                                      \
-            rec_alloc(src, &src_id, dev(), stream_of(s), *p, size);                                \
+        cudaError_t r = cache_alloc(p, size, stream_of(s));                                        \
+        if (r == MT_CACHING_PASS) {                                                                \
+            r = f(p, size, s);                                                                     \
+            if (r == cudaSuccess)                                                                  \
+                rec_alloc(src, &src_id, dev(), stream_of(s), *p, size);                            \
+        }                                                                                          \
         mt_ip_leave();                                                                             \
         return r;                                                                                  \
     }
@@ -132,6 +156,8 @@ static cudaError_t cudaFree_w(void *p)
         __typeof__(&name##_w) f = REAL(name);                                                      \
         if (f == NULL)                                                                             \
             return cudaErrorSymbolNotFound;                                                        \
+        if (p != NULL && mt_caching_free((uintptr_t)p, 1, (void *)(uintptr_t)stream_of(s)))        \
+            return cudaSuccess;                                                                    \
         if (p == NULL || !mt_ip_enter())                                                           \
             return f(p, s);                                                                        \
         rec_free(src, &src_id, stream_of(s), p);                                                   \

@@ -47,6 +47,17 @@ void mt_cu_swap(void **pfn);
 void *mt_cu_hook(void *handle, const char *name, void *real);
 /* Resets what a forked child must not inherit. */
 void mt_cu_atfork_child(void);
+/* p, or the real driver function when p is one of the wrappers. */
+void *mt_cu_unwrap(void *p);
+/* The calling thread's current context, and setting it back (driver helpers that
+ * do nothing without a driver). */
+void *mt_cu_ctx_get(void);
+void mt_cu_ctx_set(void *ctx);
+/* cuStreamSynchronize(s): 0 or the driver's error. */
+int mt_cu_stream_sync(void *s);
+
+/* 1 if caller (a return address) lies in libmemtrace.so's text (interpose/preload.c). */
+int mt_ip_from_library(const void *caller);
 
 /* The helper thread (interpose/sampler.c): counters every sample_ms and snapshots
  * on the dump signal. 0 or -1. */

@@ -4,9 +4,9 @@
 pkglib_LTLIBRARIES = libmemtrace_preload.la
 libmemtrace_preload_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libmemtrace_preload_la_SOURCES = \
-	interpose/interpose.h interpose/internal.h \
+	interpose/interpose.h interpose/internal.h interpose/caching.h \
 	interpose/preload.c interpose/config.c interpose/cuda.c interpose/cudart.c \
-	interpose/sampler.c libtrace/util.c
+	interpose/caching.c interpose/sampler.c libtrace/util.c
 libmemtrace_preload_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-export-symbols $(srcdir)/interpose/exports.txt
 libmemtrace_preload_la_LIBADD = libmemtrace.la $(LIBS)
@@ -85,3 +85,24 @@ bench_interpose_bench_CPPFLAGS = $(AM_CPPFLAGS) -DBUILDDIR='"$(abs_top_builddir)
 bench_interpose_bench_LDADD = -Ltests/fakes -l:libcuda.so.1
 EXTRA_bench_interpose_bench_DEPENDENCIES = $(FAKE_CUDA_LIB) libmemtrace_preload.la
 include interpose/ze.mk
+
+# MEMTRACE_CACHING=1 (caching-t), and one recorder with a program that uses the
+# allocator through the shared libmemtrace (library-t; -no-install: no libtool
+# wrapper script between the test and the program).
+check_PROGRAMS += tests/interpose/caching_prog tests/interpose/caching-t
+TESTS += tests/interpose/caching-t
+tests_interpose_caching_prog_LDADD = -Ltests/fakes -l:libcuda.so.1
+EXTRA_tests_interpose_caching_prog_DEPENDENCIES = $(FAKE_CUDA_LIB)
+tests_interpose_caching_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_caching_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_caching_t_DEPENDENCIES = $(IP_TEST_DEPS) tests/interpose/caching_prog \
+	memtrace$(EXEEXT)
+
+check_PROGRAMS += tests/interpose/library_prog tests/interpose/library-t
+TESTS += tests/interpose/library-t
+tests_interpose_library_prog_LDADD = libmemtrace.la $(LIBS)
+tests_interpose_library_prog_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_interpose_library_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_library_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_library_t_DEPENDENCIES = $(IP_TEST_DEPS) tests/interpose/library_prog \
+	$(FAKE_CUDA_LIB)

@@ -83,11 +83,62 @@ NO_ASAN static void *lookup_next(const void *caller, const char *name)
     return NULL;
 }
 
+/* The executable segments of libmemtrace.so, [lib_lo, lib_hi), found once. Its
+ * allocator's driver calls must reach the driver unwrapped: it records its segments
+ * itself, with their blocks. */
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+static uintptr_t lib_lo = 1, lib_hi;
+
+NO_ASAN static int find_text(struct dl_phdr_info *info, size_t size, void *data)
+{
+    uintptr_t *r = data, lo = UINTPTR_MAX, hi = 0;
+    int hit = 0;
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr, e = a + ph->p_memsz;
+        hit |= r[0] >= a && r[0] < e;
+        if (ph->p_flags & PF_X) {
+            lo = a < lo ? a : lo;
+            hi = e > hi ? e : hi;
+        }
+    }
+    if (!hit || hi == 0)
+        return 0;
+    r[1] = lo;
+    r[2] = hi;
+    return 1;
+}
+
+NO_ASAN static void find_library(void)
+{
+    /* The preload links libmemtrace.so, so this address lies in its text. */
+    uintptr_t r[3] = {(uintptr_t)&memtrace_record_history, 1, 0};
+    dl_iterate_phdr(find_text, r);
+    lib_lo = r[1];
+    lib_hi = r[2];
+}
+
+NO_ASAN int mt_ip_from_library(const void *caller)
+{
+    pthread_once(&lib_once, find_library);
+    return (uintptr_t)caller >= lib_lo && (uintptr_t)caller < lib_hi;
+}
+
 MT_EXPORT NO_ASAN void *dlsym(void *handle, const char *name)
 {
     const void *caller = __builtin_return_address(0);
     void *p = handle == RTLD_NEXT ? lookup_next(caller, name) : mt_real_dlsym(handle, name);
     if (name[0] == 'c' && name[1] == 'u') {
+        if (mt_ip_from_library(caller)) {
+            /* The library is about to use a device: this process records from now
+             * on, as it would on its first wrapped call. */
+            if (mt_ip_enter())
+                mt_ip_leave();
+            return mt_cu_unwrap(p);
+        }
         void *w = mt_cu_hook(handle, name, p);
         if (w != NULL)
             return w;

@@ -26,20 +26,26 @@ static const struct mt_opt run_opts[] = {
      "(default memtrace-%p.memtrace, one file per process)"},
     {"stacks", 0, "N|none", "frames per stack, 0 to 128, or none (default 32)"},
     {"flush-ms", 0, "N", "longest time between flushes to the file, in ms (default 1000)"},
+    {"caching", 0, NULL,
+     "serve the command's cuMemAlloc_v2/cudaMalloc (and their async forms) from memtrace's "
+     "caching allocator, recording its blocks and segments (MEMTRACE_CACHING=1)"},
     {0},
 };
 
 static const struct mt_help run_help = {
     "run",
-    "memtrace run [-o PATTERN] [--stacks N|none] [--flush-ms N] [--] COMMAND [ARGS...]",
+    "memtrace run [-o PATTERN] [--stacks N|none] [--flush-ms N] [--caching] [--] COMMAND "
+    "[ARGS...]",
     "Runs COMMAND with memtrace's preload library, which records every CUDA device\n"
     "allocation and free (driver and runtime API) with its stack into a .memtrace file\n"
     "per process, streamed while it runs. Processes that never touch a device write no\n"
-    "file. Other settings come from the environment (MEMTRACE_SAMPLE_MS,\n"
-    "MEMTRACE_DUMP_SIGNAL, MEMTRACE_MAX_ENTRIES; see docs/interpose.md). SIGINT and\n"
-    "SIGTERM are passed to COMMAND. At the end, prints per file written: its path,\n"
-    "events and peak reserved device memory. Exits with COMMAND's status, or 128 plus\n"
-    "the signal that killed it.",
+    "file. With --caching, device allocations come from memtrace's caching allocator\n"
+    "(PyTorch's policy, configured by MEMTRACE_ALLOC_CONF), which records blocks and\n"
+    "the segments it asks the driver for. Other settings come from the environment\n"
+    "(MEMTRACE_SAMPLE_MS, MEMTRACE_DUMP_SIGNAL, MEMTRACE_MAX_ENTRIES; see\n"
+    "docs/interpose.md). SIGINT and SIGTERM are passed to COMMAND. At the end, prints\n"
+    "per file written: its path, events and peak reserved device memory. Exits with\n"
+    "COMMAND's status, or 128 plus the signal that killed it.",
     run_opts,
 };
 
@@ -144,6 +150,7 @@ int mt_cmd_run(int argc, char **argv)
 {
     struct mt_args a;
     const char *output = NULL, *stacks = NULL, *flush = NULL, *v;
+    int caching = 0;
     char **cmd = NULL;
     int k;
 
@@ -172,6 +179,8 @@ int mt_cmd_run(int argc, char **argv)
             if (mt_parse_int("run", "--flush-ms", v, 1, 3600000, &n) != 0)
                 return MT_EXIT_USAGE;
             flush = v;
+        } else if (k == 3) {
+            caching = 1;
         }
     }
     if (cmd == NULL)
@@ -210,6 +219,8 @@ int mt_cmd_run(int argc, char **argv)
         setenv("MEMTRACE_STACKS", stacks, 1);
     if (flush != NULL)
         setenv("MEMTRACE_FLUSH_MS", flush, 1);
+    if (caching)
+        setenv("MEMTRACE_CACHING", "1", 1);
     const char *pattern = getenv("MEMTRACE_OUTPUT");
     if (pattern == NULL || *pattern == '\0')
         pattern = "memtrace-%p.memtrace";
