@@ -51,6 +51,13 @@ static void unit(void)
     setenv("MEMTRACE_DUMP_SIGNAL", "USR2", 1);
     mt_ip_config_read(&c);
     is_int(SIGUSR2, c.dump_signal, "signal by short name");
+    setenv("MEMTRACE_CACHING", "1", 1);
+    setenv("MEMTRACE_ALLOC_CONF", "max_split_size_mb:64", 1);
+    ok(mt_ip_config_read(&c) == 0 && c.caching == 1, "MEMTRACE_CACHING=1 turns caching on");
+    setenv("MEMTRACE_ALLOC_CONF", "max_split_size_mb:x", 1);
+    is_int(-1, mt_ip_config_read(&c), "with caching, a bad MEMTRACE_ALLOC_CONF is an error");
+    unsetenv("MEMTRACE_ALLOC_CONF");
+    unsetenv("MEMTRACE_CACHING");
     unsetenv("MEMTRACE_STACKS");
     unsetenv("MEMTRACE_FLUSH_MS");
     unsetenv("MEMTRACE_DUMP_SIGNAL");
@@ -87,7 +94,7 @@ static void bad_value(const char *var, const char *value)
 int main(void)
 {
     h_setup();
-    plan(23);
+    plan(25);
     unit();
     bad_value("MEMTRACE_STACKS", "deep");
     bad_value("MEMTRACE_STACKS", "129");
