@@ -2,9 +2,11 @@
  * against the caching allocator without recording, recording without stacks, and
  * recording with 32-frame stacks. Each case runs once untimed (warming the cache and
  * filling the history ring, as in a long run), then timed; the table shows the
- * thread's CPU time, steady on a shared machine, and the wall time. */
+ * thread's CPU time, steady on a shared machine, and the wall time. An optional second
+ * argument (raw, none, rec or stk) runs one case alone, for perf and callgrind. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "memtrace.h"
@@ -69,32 +71,39 @@ static void row(const char *name, struct timing t)
     printf("| %s | %.1f | %.1f |\n", name, t.cpu, t.wall);
 }
 
+static int wanted(const char *only, const char *name)
+{
+    return only == NULL || strcmp(only, name) == 0;
+}
+
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 2000000;
+    const char *only = argc > 2 ? argv[2] : NULL;
     struct memtrace_options o;
-    struct timing raw, none, rec, stk;
     if (memtrace_device_open_host(&dev, 1ull << 30) || memtrace_alloc_create(&alloc, dev)) {
         fprintf(stderr, "cache_bench: no host device\n");
         return 1;
     }
-    raw = timed(raw_loop, n / 10);
-    none = timed(cache_loop, n);
+    printf("| case | CPU ns per alloc+free pair | wall ns per pair |\n| --- | ---: | ---: |\n");
+    if (wanted(only, "raw"))
+        row("raw memtrace_device_malloc/free (4 KiB)", timed(raw_loop, n / 10));
+    if (wanted(only, "none"))
+        row("caching allocator, not recording", timed(cache_loop, n));
     memtrace_options_init(&o);
     o.context = MEMTRACE_CONTEXT_NONE;
     o.max_entries = 1 << 20;
-    memtrace_record_history(&o);
-    rec = timed(cache_loop, n / 4);
-    o.context = MEMTRACE_CONTEXT_ALL;
-    o.stack_depth = 32;
-    memtrace_record_history(&o);
-    stk = deep(32, cache_loop, n / 20);
+    if (wanted(only, "rec")) {
+        memtrace_record_history(&o);
+        row("caching allocator, recording, no stacks", timed(cache_loop, n / 4));
+    }
+    if (wanted(only, "stk")) {
+        o.context = MEMTRACE_CONTEXT_ALL;
+        o.stack_depth = 32;
+        memtrace_record_history(&o);
+        row("caching allocator, recording, 32-frame stacks", deep(32, cache_loop, n / 20));
+    }
     memtrace_record_history(NULL);
-    printf("| case | CPU ns per alloc+free pair | wall ns per pair |\n| --- | ---: | ---: |\n");
-    row("raw memtrace_device_malloc/free (4 KiB)", raw);
-    row("caching allocator, not recording", none);
-    row("caching allocator, recording, no stacks", rec);
-    row("caching allocator, recording, 32-frame stacks", stk);
     memtrace_alloc_destroy(alloc);
     memtrace_device_close(dev);
     return 0;

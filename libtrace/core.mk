@@ -13,6 +13,8 @@ libmemtrace_core_la_LIBADD = $(MEMTRACE_DEPLIBS)
 lib_LTLIBRARIES += libmemtrace.la
 libmemtrace_la_SOURCES =
 libmemtrace_la_LIBADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
-libmemtrace_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0
+# The exported API is not meant to be interposed: the allocator's calls into the
+# recorder bind inside the library instead of going through the PLT.
+libmemtrace_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 -Wl,-Bsymbolic-functions
 include_HEADERS += libtrace/memtrace.h
 include libtrace/stack-tests.mk

@@ -62,7 +62,9 @@ static struct {
     /* options in force */
     int context;
     size_t max_entries; /* 0 = unlimited */
+    size_t limit;       /* max_entries, or SIZE_MAX for unlimited */
     uint32_t skip_actions;
+    uint32_t stack_actions; /* actions that get a stack: context and depth in one mask */
     int stack_depth;
     unsigned flush_ms;
     /* history */
@@ -177,7 +179,7 @@ static void history_drop_oldest(size_t n)
 
 /* Called with R.lock held. Returns 0, or -1 when no memory is left for a chunk (the
  * event then only goes to the stream, and counts as dropped from the history). */
-static int history_append(const struct memtrace_event *ev)
+static int history_append_slow(const struct memtrace_event *ev)
 {
     if (R.tail == NULL || R.tail->n == HCHUNK_EVENTS) {
         struct hchunk *c = hchunk_new();
@@ -196,6 +198,29 @@ static int history_append(const struct memtrace_event *ev)
     R.hcount++;
     if (R.max_entries != 0 && R.hcount > R.max_entries)
         history_drop_oldest(R.hcount - R.max_entries);
+    return 0;
+}
+
+/* The common case inline: room in the tail chunk, and a full ring whose oldest event
+ * is not the last of its chunk, so dropping it is one offset step. */
+static inline int history_append(const struct memtrace_event *ev)
+{
+    struct hchunk *t = R.tail;
+    if (MT_UNLIKELY(t == NULL || t->n == HCHUNK_EVENTS))
+        return history_append_slow(ev);
+    t->ev[t->n++] = *ev;
+    if (R.hcount < R.limit) {
+        R.hcount++;
+        return 0;
+    }
+    if (MT_LIKELY(R.head_off + 1 < R.head->n)) {
+        R.head_off++;
+        R.dropped++;
+        R.overflowed = 1;
+        return 0;
+    }
+    R.hcount++;
+    history_drop_oldest(1);
     return 0;
 }
 
@@ -758,6 +783,21 @@ static int options_check(const struct memtrace_options *o)
     return 0;
 }
 
+static bool wants_stack(int context, int action)
+{
+    switch (context) {
+    case MEMTRACE_CONTEXT_STATE:
+        return action == MEMTRACE_ALLOC;
+    case MEMTRACE_CONTEXT_ALLOC:
+        return action == MEMTRACE_ALLOC || action == MEMTRACE_SEGMENT_ALLOC ||
+               action == MEMTRACE_SEGMENT_MAP || action == MEMTRACE_OOM;
+    case MEMTRACE_CONTEXT_ALL:
+        return action != MEMTRACE_COUNTER;
+    default:
+        return false;
+    }
+}
+
 int memtrace_record_history(const struct memtrace_options *o)
 {
     pthread_once(&atfork_once, register_atfork);
@@ -786,6 +826,11 @@ int memtrace_record_history(const struct memtrace_options *o)
     R.max_entries = o->max_entries;
     if (R.max_entries == 0 && (o->stream_path != NULL || R.streaming))
         R.max_entries = DEFAULT_STREAM_MAX_ENTRIES;
+    R.limit = R.max_entries != 0 ? R.max_entries : SIZE_MAX;
+    R.stack_actions = 0;
+    for (int a = 0; a < MEMTRACE_ACTION_COUNT && o->stack_depth > 0; a++)
+        if (wants_stack(o->context, a))
+            R.stack_actions |= 1u << a;
     if (starting) {
         history_free();
         R.recorded = R.dropped = 0;
@@ -809,21 +854,6 @@ int memtrace_is_recording(void)
     return atomic_load_explicit(&R.recording, memory_order_relaxed);
 }
 
-static bool wants_stack(int context, int action)
-{
-    switch (context) {
-    case MEMTRACE_CONTEXT_STATE:
-        return action == MEMTRACE_ALLOC;
-    case MEMTRACE_CONTEXT_ALLOC:
-        return action == MEMTRACE_ALLOC || action == MEMTRACE_SEGMENT_ALLOC ||
-               action == MEMTRACE_SEGMENT_MAP || action == MEMTRACE_OOM;
-    case MEMTRACE_CONTEXT_ALL:
-        return action != MEMTRACE_COUNTER;
-    default:
-        return false;
-    }
-}
-
 /* One clock read, at most one stack capture and one lock for the whole batch: an
  * allocator that frees a block at once reports free_requested and free_completed
  * together. Always inlined so that the public entry points skip one frame alike. */
@@ -843,18 +873,19 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
     uint32_t tid = mt_gettid();
     uint32_t stack = 0;
     int captured = 0;
-    int context = R.context, depth = R.stack_depth;
-    uint32_t skip = R.skip_actions;
+    int depth = R.stack_depth;
+    uint32_t skip = R.skip_actions, stacked = R.stack_actions;
     for (size_t i = 0; i < n; i++) {
         struct memtrace_event *e = &ev[i];
-        if (skip & (1u << e->action))
+        uint32_t bit = 1u << e->action;
+        if (skip & bit)
             continue;
         if (e->time_ns == 0)
             e->time_ns = now ? now : (now = mt_now_ns());
         e->tid = tid;
-        if (e->action == MEMTRACE_ALLOC && e->category == 0 && tls_ncategories > 0)
+        if (MT_UNLIKELY(tls_ncategories > 0) && e->action == MEMTRACE_ALLOC && e->category == 0)
             e->category = tls_categories[tls_ncategories - 1];
-        if (e->stack == 0 && depth > 0 && wants_stack(context, e->action)) {
+        if ((stacked & bit) && e->stack == 0) {
             if (!captured) {
                 uintptr_t ips[MEMTRACE_MAX_FRAMES];
                 int nips = mt_stack_capture(ips, depth, 1);

@@ -15,8 +15,16 @@
 #define MT_UNLIKELY(x)   __builtin_expect(!!(x), 0)
 #define MT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* CLOCK_MONOTONIC in nanoseconds. */
+/* CLOCK_MONOTONIC in nanoseconds: from a TSC clock that follows it (util.c) where
+ * the TSC is constant, nonstop and the kernel's clocksource, unless MEMTRACE_CLOCK is
+ * "monotonic"; else from clock_gettime. Never goes back, across threads too. */
 uint64_t mt_now_ns(void);
+/* 1 when mt_now_ns reads the TSC. */
+int mt_clock_is_tsc(void);
+/* Tests only, with no other thread reading the clock: restarts the TSC clock with
+ * segments of 2^seg_shift ticks and a first slope off by skew_ppm. 0, or -1 when the
+ * TSC clock is not in use or seg_shift is outside 12..32. */
+int mt_clock_test_restart(unsigned seg_shift, int skew_ppm);
 /* CLOCK_REALTIME in nanoseconds. */
 uint64_t mt_wall_ns(void);
 /* Kernel thread id of the caller, cached per thread. */
