@@ -195,5 +195,21 @@ int mt_ip_config_read(struct mt_ip_config *c)
                        "milliseconds between memory samples, 0 (off) to 3600000");
         c->sample_ms = (unsigned)v;
     }
+
+    s = getenv("MEMTRACE_ZE_ROUTE");
+    if (s != NULL && *s != '\0') {
+        c->ze_route = mt_ip_ze_route_parse(s);
+        if (c->ze_route < 0)
+            return bad("MEMTRACE_ZE_ROUTE", s, "auto, symbols or tracing");
+    }
     return 0;
+}
+
+int mt_ip_ze_route_parse(const char *s)
+{
+    static const char *const names[] = {"auto", "symbols", "tracing"};
+    for (size_t i = 0; i < MT_ARRAY_SIZE(names); i++)
+        if (strcmp(s, names[i]) == 0)
+            return (int)i;
+    return -1;
 }

@@ -12,6 +12,15 @@
 /* Reads the MEMTRACE_* environment into c. Returns 0, or -1 after writing one line
  * naming the bad variable, its value and what is accepted. */
 int mt_ip_config_read(struct mt_ip_config *c);
+/* MT_ZE_ROUTE_* for a MEMTRACE_ZE_ROUTE value, or -1. */
+int mt_ip_ze_route_parse(const char *s);
+
+/* Level Zero (interpose/ze_trace.c, ze_sysman.c): the dlsym hook passes every
+ * lookup of a "zel" name and what it found (the loader looking up the tracing
+ * layer's entry points); the sampler records one counter per device the program
+ * used, returning how many it recorded. */
+void mt_ze_dlsym_seen(const char *name, void *found);
+int mt_ze_sample(uint64_t rss);
 
 /* Expands %p (pid), %r (rank), %h (host) and %% in pattern into out. Returns 0, or
  * -1 for an unknown %-sequence or a result that does not fit. */

@@ -42,6 +42,11 @@ struct mt_ip_config {
     int dump_signal;    /* 0 = none */
     int caching;        /* route allocations through memtrace's caching allocator */
     unsigned sample_ms; /* device memory sampling period, 0 = off */
+    int ze_route;       /* MT_ZE_ROUTE_*: which Level Zero route records */
 };
+
+/* MEMTRACE_ZE_ROUTE: auto (both; the exported symbols win where they see the call),
+ * symbols (exported loader symbols only), tracing (the loader's tracing layer only). */
+enum { MT_ZE_ROUTE_AUTO = 0, MT_ZE_ROUTE_SYMBOLS, MT_ZE_ROUTE_TRACING };
 
 #endif

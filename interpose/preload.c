@@ -143,6 +143,8 @@ MT_EXPORT NO_ASAN void *dlsym(void *handle, const char *name)
         if (w != NULL)
             return w;
     }
+    if (name[0] == 'z' && name[1] == 'e' && name[2] == 'l')
+        mt_ze_dlsym_seen(name, p);
     return p;
 }
 

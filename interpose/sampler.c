@@ -61,6 +61,9 @@ static void sample(void)
     atomic_store_explicit(&last_rss, rss, memory_order_relaxed);
     uint64_t free_b = 0, total_b = 0;
     int have = mt_cu_mem_info(&free_b, &total_b) == 0;
+    /* Level Zero devices get one counter each; the figureless one only if none did. */
+    if (mt_ze_sample(rss) > 0 && !have)
+        return;
     struct memtrace_event ev = {
         .action = MEMTRACE_COUNTER,
         .device = have ? 0 : -1,

@@ -27,12 +27,8 @@
 
 #include "internal.h"
 #include "util.h"
+#include "ze.h"
 
-typedef uint32_t ze_result_t;
-typedef void *ze_handle;
-
-#define ZE_RESULT_SUCCESS                              0u
-#define ZE_RESULT_ERROR_UNINITIALIZED                  0x78000001u
 #define ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES 0x17u
 #define ZE_MEMORY_TYPE_UNKNOWN                         0u
 
@@ -42,13 +38,6 @@ struct ze_alloc_props {
     uint32_t type;
     uint64_t id;
     uint64_t page_size;
-};
-
-struct ze_physical_desc {
-    uint32_t stype;
-    const void *next;
-    uint32_t flags;
-    size_t size;
 };
 
 /* clang-format off */
@@ -116,7 +105,7 @@ static void enumerate_locked(void)
     }
 }
 
-static int device_index(ze_handle dev)
+int mt_ze_device_index(ze_handle dev)
 {
     if (dev == NULL)
         return 0;
@@ -139,7 +128,7 @@ static int device_index(ze_handle dev)
 static _Atomic(uintptr_t) phys_handle[PHYS_SLOTS];
 static _Atomic int phys_dev[PHYS_SLOTS];
 
-static void phys_note(ze_handle h, int dev)
+void mt_ze_phys_note(ze_handle h, int dev)
 {
     for (size_t i = 0; i < PHYS_SLOTS; i++) {
         uintptr_t want = 0;
@@ -150,7 +139,7 @@ static void phys_note(ze_handle h, int dev)
     }
 }
 
-static int phys_device(ze_handle h, int forget)
+int mt_ze_phys_device(ze_handle h, int forget)
 {
     for (size_t i = 0; i < PHYS_SLOTS; i++)
         if (atomic_load(&phys_handle[i]) == (uintptr_t)h) {
@@ -162,16 +151,151 @@ static int phys_device(ze_handle h, int forget)
     return 0;
 }
 
-/* ---- wrappers ------------------------------------------------------------------- */
+/* ---- live allocations and used devices ------------------------------------------ */
 
-#define SRC(name)                                                                                  \
-    static uint32_t src_id;                                                                        \
-    static const char *const src = #name
+/* Addresses recorded as allocated, with their device: the tracing route has no
+ * driver query at hand to tell an allocation from a bad pointer, so either route
+ * records frees of what either route recorded. Open addressing, tombstones. */
+struct live {
+    uint64_t addr;
+    int32_t dev;
+    uint8_t used; /* 0 empty, 1 live, 2 deleted */
+};
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct live *live;
+static size_t live_cap, live_n, live_slots;
+static ze_handle _Atomic used_dev[MT_ZE_MAX_DEVICES];
+
+static size_t live_slot(uint64_t addr, size_t cap)
+{
+    return (size_t)mt_hash_u64(addr) & (cap - 1);
+}
+
+static int live_grow_locked(void)
+{
+    size_t ncap = live_n * 4 < live_cap ? live_cap : (live_cap ? live_cap * 2 : 1024);
+    struct live *n = mt_map(ncap * sizeof *n);
+    if (n == NULL)
+        return -1;
+    for (size_t i = 0; i < live_cap; i++) {
+        if (live[i].used != 1)
+            continue;
+        size_t j = live_slot(live[i].addr, ncap);
+        while (n[j].used)
+            j = (j + 1) & (ncap - 1);
+        n[j] = live[i];
+    }
+    if (live != NULL)
+        mt_unmap(live, live_cap * sizeof *live);
+    live = n;
+    live_cap = ncap;
+    live_slots = live_n;
+    return 0;
+}
+
+static void live_add(uint64_t addr, int dev)
+{
+    pthread_mutex_lock(&live_lock);
+    if ((live_slots + 1) * 4 > live_cap * 3 && live_grow_locked() != 0)
+        goto out;
+    size_t i = live_slot(addr, live_cap), tomb = SIZE_MAX;
+    for (; live[i].used; i = (i + 1) & (live_cap - 1)) {
+        if (live[i].used == 2 && tomb == SIZE_MAX)
+            tomb = i;
+        if (live[i].used == 1 && live[i].addr == addr)
+            break;
+    }
+    if (live[i].used != 1) {
+        if (tomb != SIZE_MAX)
+            i = tomb;
+        else
+            live_slots++;
+        live_n++;
+    }
+    live[i] = (struct live){.addr = addr, .dev = dev, .used = 1};
+out:
+    pthread_mutex_unlock(&live_lock);
+}
+
+static int live_remove(uint64_t addr)
+{
+    int found = 0;
+    pthread_mutex_lock(&live_lock);
+    for (size_t i = live_cap ? live_slot(addr, live_cap) : 0; live_cap && live[i].used;
+         i = (i + 1) & (live_cap - 1))
+        if (live[i].used == 1 && live[i].addr == addr) {
+            live[i].used = 2;
+            live_n--;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
+int mt_ze_devices_used(ze_handle *handles, int max)
+{
+    int n = 0;
+    for (int i = 0; i < max && i < MT_ZE_MAX_DEVICES; i++) {
+        handles[i] = atomic_load_explicit(&used_dev[i], memory_order_acquire);
+        if (handles[i] != NULL)
+            n = i + 1;
+    }
+    return n;
+}
 
 static uint64_t u64(const void *p)
 {
     return (uint64_t)(uintptr_t)p;
 }
+
+void mt_ze_alloc(const char *src, uint32_t *id, int idx, ze_handle dev, const void *addr,
+                 size_t size)
+{
+    if (dev != NULL && idx >= 0 && idx < MT_ZE_MAX_DEVICES &&
+        atomic_load_explicit(&used_dev[idx], memory_order_relaxed) != dev)
+        atomic_store_explicit(&used_dev[idx], dev, memory_order_release);
+    live_add(u64(addr), idx);
+    mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_SEGMENT, idx, 0, u64(addr), size, 0, src, id,
+                    NULL, NULL);
+}
+
+int mt_ze_free_known(const char *src, uint32_t *id, const void *addr)
+{
+    if (addr == NULL || !live_remove(u64(addr)))
+        return 0;
+    mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_SEGMENT, 0, 0, u64(addr), 0, 0, src, id, NULL,
+                    NULL);
+    return 1;
+}
+
+void mt_ze_forget(const void *addr)
+{
+    live_remove(u64(addr));
+}
+
+/* ---- wrappers ------------------------------------------------------------------- */
+
+/* The symbol route records unless the tracing route was chosen: then the call goes
+ * on unguarded, so that the tracing layer's callbacks beneath it record it. In auto,
+ * the guard held here makes those callbacks stand down: one event per call. */
+static int enter(void)
+{
+    if (!mt_ip_enter())
+        return 0;
+    if (mt_ip_config()->ze_route != MT_ZE_ROUTE_TRACING)
+        return 1;
+    static atomic_int warned;
+    if (!mt_ze_tracing_registered() && !atomic_exchange(&warned, 1))
+        mt_log("MEMTRACE_ZE_ROUTE=tracing, but the loader's tracing layer is not loaded "
+               "(ZE_ENABLE_TRACING_LAYER=1 before zeInit loads it): nothing is recorded");
+    mt_ip_leave();
+    return 0;
+}
+
+#define SRC(name)                                                                                  \
+    static uint32_t src_id;                                                                        \
+    static const char *const src = #name
 
 MT_EXPORT ze_result_t zeMemAllocDevice(ze_handle ctx, const void *desc, size_t size, size_t align,
                                        ze_handle dev, void **out);
@@ -195,12 +319,6 @@ ze_result_t zeDeviceGet(ze_handle drv, uint32_t *count, ze_handle *devices);
 ze_result_t zeMemGetAllocProperties(ze_handle ctx, const void *ptr, struct ze_alloc_props *p,
                                     ze_handle *dev);
 
-static void record_alloc(const char *src, uint32_t *id, int device, const void *addr, size_t size)
-{
-    mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_SEGMENT, device, 0, u64(addr), size, 0, src, id,
-                    NULL, NULL);
-}
-
 MT_EXPORT ze_result_t zeMemAllocDevice(ze_handle ctx, const void *desc, size_t size, size_t align,
                                        ze_handle dev, void **out)
 {
@@ -208,11 +326,11 @@ MT_EXPORT ze_result_t zeMemAllocDevice(ze_handle ctx, const void *desc, size_t s
     __typeof__(&zeMemAllocDevice) f = REAL(zeMemAllocDevice);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, desc, size, align, dev, out);
     ze_result_t r = f(ctx, desc, size, align, dev, out);
     if (r == ZE_RESULT_SUCCESS)
-        record_alloc(src, &src_id, device_index(dev), *out, size);
+        mt_ze_alloc(src, &src_id, mt_ze_device_index(dev), dev, *out, size);
     mt_ip_leave();
     return r;
 }
@@ -224,11 +342,11 @@ MT_EXPORT ze_result_t zeMemAllocHost(ze_handle ctx, const void *desc, size_t siz
     __typeof__(&zeMemAllocHost) f = REAL(zeMemAllocHost);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, desc, size, align, out);
     ze_result_t r = f(ctx, desc, size, align, out);
     if (r == ZE_RESULT_SUCCESS)
-        record_alloc(src, &src_id, 0, *out, size);
+        mt_ze_alloc(src, &src_id, 0, NULL, *out, size);
     mt_ip_leave();
     return r;
 }
@@ -240,11 +358,11 @@ MT_EXPORT ze_result_t zeMemAllocShared(ze_handle ctx, const void *ddesc, const v
     __typeof__(&zeMemAllocShared) f = REAL(zeMemAllocShared);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, ddesc, hdesc, size, align, dev, out);
     ze_result_t r = f(ctx, ddesc, hdesc, size, align, dev, out);
     if (r == ZE_RESULT_SUCCESS)
-        record_alloc(src, &src_id, device_index(dev), *out, size);
+        mt_ze_alloc(src, &src_id, mt_ze_device_index(dev), dev, *out, size);
     mt_ip_leave();
     return r;
 }
@@ -258,8 +376,9 @@ static void record_free(const char *src, uint32_t *id, ze_handle ctx, void *ptr)
     if (ptr == NULL || props == NULL || props(ctx, ptr, &p, &dev) != ZE_RESULT_SUCCESS ||
         p.type == ZE_MEMORY_TYPE_UNKNOWN)
         return;
-    mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_SEGMENT, device_index(dev), 0, u64(ptr), 0, 0, src,
-                    id, NULL, NULL);
+    mt_ze_forget(ptr);
+    mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_SEGMENT, mt_ze_device_index(dev), 0, u64(ptr), 0,
+                    0, src, id, NULL, NULL);
 }
 
 MT_EXPORT ze_result_t zeMemFree(ze_handle ctx, void *ptr)
@@ -268,7 +387,7 @@ MT_EXPORT ze_result_t zeMemFree(ze_handle ctx, void *ptr)
     __typeof__(&zeMemFree) f = REAL(zeMemFree);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, ptr);
     record_free(src, &src_id, ctx, ptr);
     ze_result_t r = f(ctx, ptr);
@@ -282,7 +401,7 @@ MT_EXPORT ze_result_t zeMemFreeExt(ze_handle ctx, const void *desc, void *ptr)
     __typeof__(&zeMemFreeExt) f = REAL(zeMemFreeExt);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, desc, ptr);
     record_free(src, &src_id, ctx, ptr);
     ze_result_t r = f(ctx, desc, ptr);
@@ -297,7 +416,7 @@ MT_EXPORT ze_result_t zeVirtualMemReserve(ze_handle ctx, const void *start, size
     __typeof__(&zeVirtualMemReserve) f = REAL(zeVirtualMemReserve);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, start, size, out);
     ze_result_t r = f(ctx, start, size, out);
     if (r == ZE_RESULT_SUCCESS)
@@ -314,7 +433,7 @@ MT_EXPORT ze_result_t zeVirtualMemFree(ze_handle ctx, const void *ptr, size_t si
     __typeof__(&zeVirtualMemFree) f = REAL(zeVirtualMemFree);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, ptr, size);
     ze_result_t r = f(ctx, ptr, size);
     if (r == ZE_RESULT_SUCCESS)
@@ -331,12 +450,12 @@ MT_EXPORT ze_result_t zeVirtualMemMap(ze_handle ctx, const void *ptr, size_t siz
     __typeof__(&zeVirtualMemMap) f = REAL(zeVirtualMemMap);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, ptr, size, phys, offset, access);
     ze_result_t r = f(ctx, ptr, size, phys, offset, access);
     if (r == ZE_RESULT_SUCCESS)
-        mt_ip_record_ex(MEMTRACE_SEGMENT_MAP, MT_IP_MAPPED, phys_device(phys, 0), 0, u64(ptr), size,
-                        u64(phys), src, &src_id, NULL, NULL);
+        mt_ip_record_ex(MEMTRACE_SEGMENT_MAP, MT_IP_MAPPED, mt_ze_phys_device(phys, 0), 0, u64(ptr),
+                        size, u64(phys), src, &src_id, NULL, NULL);
     mt_ip_leave();
     return r;
 }
@@ -347,7 +466,7 @@ MT_EXPORT ze_result_t zeVirtualMemUnmap(ze_handle ctx, const void *ptr, size_t s
     __typeof__(&zeVirtualMemUnmap) f = REAL(zeVirtualMemUnmap);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, ptr, size);
     mt_ip_record_ex(MEMTRACE_SEGMENT_UNMAP, MT_IP_MAPPED, 0, 0, u64(ptr), size, 0, src, &src_id,
                     NULL, NULL);
@@ -364,12 +483,14 @@ MT_EXPORT ze_result_t zePhysicalMemCreate(ze_handle ctx, ze_handle dev,
     __typeof__(&zePhysicalMemCreate) f = REAL(zePhysicalMemCreate);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, dev, desc, out);
     ze_result_t r = f(ctx, dev, desc, out);
     if (r == ZE_RESULT_SUCCESS) {
-        int idx = device_index(dev);
-        phys_note(*out, idx);
+        int idx = mt_ze_device_index(dev);
+        mt_ze_phys_note(*out, idx);
+        if (idx >= 0 && idx < MT_ZE_MAX_DEVICES && dev != NULL)
+            atomic_store_explicit(&used_dev[idx], dev, memory_order_release);
         mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_PHYSICAL, idx, 0, u64(*out), desc->size, 0,
                         src, &src_id, "physical", &cat_id);
     }
@@ -384,10 +505,10 @@ MT_EXPORT ze_result_t zePhysicalMemDestroy(ze_handle ctx, ze_handle phys)
     __typeof__(&zePhysicalMemDestroy) f = REAL(zePhysicalMemDestroy);
     if (f == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
-    if (!mt_ip_enter())
+    if (!enter())
         return f(ctx, phys);
-    mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_PHYSICAL, phys_device(phys, 1), 0, u64(phys), 0, 0,
-                    src, &src_id, "physical", &cat_id);
+    mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_PHYSICAL, mt_ze_phys_device(phys, 1), 0, u64(phys),
+                    0, 0, src, &src_id, "physical", &cat_id);
     ze_result_t r = f(ctx, phys);
     mt_ip_leave();
     return r;

@@ -156,6 +156,7 @@ static struct _ze_device_handle_t fz_devices[FZ_MAX_DEVICES];
 static struct fake_arena fz_host, fz_shared, fz_va;
 static struct fake_table fz_allocs, fz_reserves, fz_maps;
 static uint64_t fz_next_id = 1;
+static int fz_sysman;
 
 __attribute__((destructor)) static void fz_fini(void)
 {
@@ -205,6 +206,9 @@ static ze_result_t setup_locked(void)
         fake_arena_map(&fz_va, FZ_VA_BASE, FZ_VA_SIZE, PROT_NONE) != 0)
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     fz_ndevices = (uint32_t)n;
+    /* As a real driver: sysman answers only when enabled before zeInit. */
+    const char *sysman = getenv("ZES_ENABLE_SYSMAN");
+    fz_sysman = sysman != NULL && strcmp(sysman, "1") == 0;
     return ZE_RESULT_SUCCESS;
 }
 
@@ -1162,6 +1166,84 @@ static ze_result_t fz_CommandQueueSynchronize(ze_command_queue_handle_t q, uint6
     return ZE_RESULT_SUCCESS;
 }
 
+/* ---- sysman: one device-local memory module per device ------------------------------ */
+
+/* Sysman takes the core device handles (ZES_ENABLE_SYSMAN=1); the module's state is
+ * the device's own accounting, so it moves with every allocation and free. */
+struct _zes_mem_handle_t {
+    int dev;
+};
+static struct _zes_mem_handle_t fz_memmods[FZ_MAX_DEVICES];
+
+static ze_result_t sysman_ready(void)
+{
+    pthread_mutex_lock(&fz_lock);
+    ze_result_t rc =
+        fz_initialized && fz_sysman ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_UNINITIALIZED;
+    pthread_mutex_unlock(&fz_lock);
+    return rc;
+}
+
+static ze_result_t fzs_DeviceEnumMemoryModules(zes_device_handle_t d, uint32_t *count,
+                                               zes_mem_handle_t *out)
+{
+    ze_device_handle_t dev = (ze_device_handle_t)d;
+    ze_result_t rc = sysman_ready();
+    if (rc != ZE_RESULT_SUCCESS)
+        return rc;
+    if (!valid_device(dev))
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (count == NULL)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (*count > 0 && out != NULL) {
+        fz_memmods[dev->index].dev = dev->index;
+        out[0] = &fz_memmods[dev->index];
+    }
+    *count = 1;
+    return ZE_RESULT_SUCCESS;
+}
+
+static int valid_memmod(zes_mem_handle_t m)
+{
+    return m != NULL && m >= fz_memmods && m < fz_memmods + fz_ndevices;
+}
+
+static ze_result_t fzs_MemoryGetProperties(zes_mem_handle_t m, zes_mem_properties_t *p)
+{
+    ze_result_t rc = sysman_ready();
+    if (rc != ZE_RESULT_SUCCESS)
+        return rc;
+    if (!valid_memmod(m))
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (p == NULL)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    p->type = ZES_MEM_TYPE_HBM;
+    p->onSubdevice = 0;
+    p->subdeviceId = 0;
+    p->location = ZES_MEM_LOC_DEVICE;
+    p->physicalSize = fz_devices[m->dev].capacity;
+    p->busWidth = -1;
+    p->numChannels = -1;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t fzs_MemoryGetState(zes_mem_handle_t m, zes_mem_state_t *s)
+{
+    ze_result_t rc = sysman_ready();
+    if (rc != ZE_RESULT_SUCCESS)
+        return rc;
+    if (!valid_memmod(m))
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (s == NULL)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    pthread_mutex_lock(&fz_lock);
+    s->health = ZES_MEM_HEALTH_OK;
+    s->size = fz_devices[m->dev].capacity;
+    s->free = fz_devices[m->dev].capacity - fz_devices[m->dev].used;
+    pthread_mutex_unlock(&fz_lock);
+    return ZE_RESULT_SUCCESS;
+}
+
 /* ---- dispatch tables ------------------------------------------------------------------- */
 
 static ze_result_t check_version(ze_api_version_t v, const void *table)
@@ -1283,7 +1365,8 @@ EMPTY(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t)
 EMPTY(zetGetDebugProcAddrTable, zet_debug_dditable_t)
 
 EMPTY(zesGetDriverProcAddrTable, zes_driver_dditable_t)
-EMPTY(zesGetDeviceProcAddrTable, zes_device_dditable_t)
+FILLED(zesGetDeviceProcAddrTable, zes_device_dditable_t,
+       t->pfnEnumMemoryModules = fzs_DeviceEnumMemoryModules)
 EMPTY(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t)
 EMPTY(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t)
 EMPTY(zesGetPowerProcAddrTable, zes_power_dditable_t)
@@ -1291,7 +1374,10 @@ EMPTY(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t)
 EMPTY(zesGetEngineProcAddrTable, zes_engine_dditable_t)
 EMPTY(zesGetStandbyProcAddrTable, zes_standby_dditable_t)
 EMPTY(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t)
-EMPTY(zesGetMemoryProcAddrTable, zes_memory_dditable_t)
+FILLED(zesGetMemoryProcAddrTable, zes_memory_dditable_t, {
+    t->pfnGetProperties = fzs_MemoryGetProperties;
+    t->pfnGetState = fzs_MemoryGetState;
+})
 EMPTY(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t)
 EMPTY(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t)
 EMPTY(zesGetPsuProcAddrTable, zes_psu_dditable_t)

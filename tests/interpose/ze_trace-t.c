@@ -1,0 +1,221 @@
+/* ze_trace-t: the Level Zero tracing-layer route. ze_prog run with
+ * MEMTRACE_ZE_ROUTE=tracing records exactly what the exported-symbol route records;
+ * auto with both routes live records each call once; ze_dl_prog, which reaches the
+ * loader only through a private handle and its dispatch tables (as a statically
+ * linked loader does), is recorded through the tracing layer alone. */
+#include "harness.h"
+
+#include <dlfcn.h>
+
+#include "config.h"
+
+#if !MEMTRACE_HAVE_LEVEL_ZERO
+int main(void)
+{
+    skip_all("built without the Level Zero loader (install libze-dev libze1)");
+}
+#else
+struct want {
+    char action[32], source[64];
+    unsigned long long addr, size;
+    int device;
+};
+
+static size_t parse_wants(const char *out, struct want *w, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = out; p && *p && n < max; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (sscanf(p, "E %31s %63s %llx %llu %d", w[n].action, w[n].source, &w[n].addr, &w[n].size,
+                   &w[n].device) == 5)
+            n++;
+    return n;
+}
+
+static long long calls(const char *out, const char *sym)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\nC %s ", sym);
+    const char *p = strstr(out, key);
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+struct run {
+    char *out, *err;
+    int status;
+    int files;
+    struct h_file f;
+};
+
+/* Runs prog under the preload with the given route, the tracing layer on or off;
+ * reads the one file it wrote (if any) into r->f. */
+static void run(struct run *r, const char *prog, const char *route, int layer)
+{
+    static int seq;
+    char prefix[32], pat[400], err_path[400];
+    snprintf(prefix, sizeof prefix, "run%d-", ++seq);
+    snprintf(pat, sizeof pat, "%s/%s%%p.memtrace", h_tmpdir, prefix);
+    snprintf(err_path, sizeof err_path, "%s/stderr%d", h_tmpdir, seq);
+    setenv("MEMTRACE_OUTPUT", pat, 1);
+    setenv("MEMTRACE_ZE_ROUTE", route, 1);
+    if (layer)
+        setenv("ZE_ENABLE_TRACING_LAYER", "1", 1);
+    else
+        unsetenv("ZE_ENABLE_TRACING_LAYER");
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", PROG_DIR, prog);
+    char *argv[] = {path, NULL};
+    memset(r, 0, sizeof *r);
+    r->status = h_run(argv, 1, &r->out, err_path);
+    r->err = h_slurp_file(err_path);
+    unlink(err_path);
+    if (r->status != 0)
+        diag("%s (%s) stderr: %s", prog, route, r->err);
+    r->files = h_count_files(prefix);
+    DIR *d = opendir(h_tmpdir);
+    struct dirent *e;
+    char file[600] = "";
+    while (d != NULL && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            snprintf(file, sizeof file, "%s/%s", h_tmpdir, e->d_name);
+    if (d != NULL)
+        closedir(d);
+    if (file[0] != '\0')
+        h_read(&r->f, file);
+}
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+    h_close(&r->f);
+}
+
+/* Events of r that differ from what the program printed, counting a missing or
+ * extra event as one each. */
+static int mismatches(const struct run *r)
+{
+    struct want w[64];
+    size_t nw = parse_wants(r->out, w, 64);
+    int bad = nw > r->f.n ? (int)(nw - r->f.n) : (int)(r->f.n - nw);
+    for (size_t i = 0; i < nw && i < r->f.n; i++) {
+        const struct memtrace_event *ev = &r->f.ev[i];
+        const char *src = memtrace_reader_string(r->f.r, ev->source);
+        if (strcmp(memtrace_action_name(ev->action), w[i].action) != 0 ||
+            strcmp(src, w[i].source) != 0 || ev->addr != w[i].addr || ev->size != w[i].size ||
+            ev->device != w[i].device) {
+            diag("event %zu: got %s %s 0x%llx %llu %d, wanted %s %s 0x%llx %llu %d", i,
+                 memtrace_action_name(ev->action), src, (unsigned long long)ev->addr,
+                 (unsigned long long)ev->size, ev->device, w[i].action, w[i].source, w[i].addr,
+                 w[i].size, w[i].device);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* Physical memory handles are the fake's heap addresses, different in each
+ * process: compare them by the index of the event that created them. */
+static uint64_t norm(const struct h_file *f, uint64_t v)
+{
+    for (size_t i = 0; v != 0 && i < f->n; i++)
+        if (f->ev[i].addr == v &&
+            strcmp(memtrace_reader_string(f->r, f->ev[i].source), "zePhysicalMemCreate") == 0)
+            return i + 1;
+    return v;
+}
+
+static int same_events(const struct run *a, const struct run *b)
+{
+    if (a->f.n != b->f.n)
+        return 0;
+    for (size_t i = 0; i < a->f.n; i++) {
+        const struct memtrace_event *x = &a->f.ev[i], *y = &b->f.ev[i];
+        if (x->action != y->action || norm(&a->f, x->addr) != norm(&b->f, y->addr) ||
+            x->size != y->size || x->device != y->device ||
+            norm(&a->f, x->aux) != norm(&b->f, y->aux) ||
+            strcmp(memtrace_reader_string(a->f.r, x->source),
+                   memtrace_reader_string(b->f.r, y->source)) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+int main(void)
+{
+    if (access(PRELOAD_SO, R_OK) != 0)
+        skip_all("the preload library is not built yet");
+    if (access(FAKE_DIR "/libze_fake.so", R_OK) != 0)
+        skip_all("the fake Level Zero driver is not built");
+    void *layer = dlopen("libze_tracing_layer.so.1", RTLD_LAZY);
+    if (layer == NULL)
+        skip_all("the loader's tracing layer (libze_tracing_layer.so.1) is not installed");
+    dlclose(layer);
+    h_setup();
+    setenv("MEMTRACE_SAMPLE_MS", "0", 1);
+    setenv("ZE_ENABLE_ALT_DRIVERS", FAKE_DIR "/libze_fake.so", 1);
+    setenv("FAKE_ZE_DEVICES", "2", 1);
+
+    struct run sym, trc, both;
+    run(&sym, "ze_prog", "symbols", 1);
+    is_int(0, sym.status, "ze_prog, symbols route with the layer loaded: exits 0");
+    is_int(20, (long long)sym.f.n, "symbols route: 20 events");
+    is_int(0, mismatches(&sym), "symbols route: every event as the program printed it");
+
+    run(&trc, "ze_prog", "tracing", 1);
+    is_int(0, trc.status, "ze_prog, tracing route: exits 0");
+    is_int(0, trc.f.rc, "tracing route: file reads without error");
+    is_int(0, trc.f.truncated, "tracing route: file is complete");
+    is_int(20, (long long)trc.f.n, "tracing route: 20 events");
+    is_int(0, mismatches(&trc), "tracing route: every event as the program printed it");
+    ok(same_events(&sym, &trc), "tracing and symbols routes: the same events, in order");
+    is_int(0, (long long)memtrace_reader_segment_count(trc.f.r),
+           "tracing route: no live segment at exit");
+    is_int(7, calls(trc.out, "zeMemFree"), "tracing route: zeMemFree reached the driver 7 times");
+    is_int(1, calls(trc.out, "zePhysicalMemDestroy"),
+           "tracing route: zePhysicalMemDestroy reached the driver once");
+    ok(strstr(trc.err, "memtrace") == NULL, "tracing route: nothing on stderr from memtrace");
+
+    run(&both, "ze_prog", "auto", 1);
+    is_int(0, both.status, "ze_prog, auto with both routes live: exits 0");
+    is_int(20, (long long)both.f.n, "auto: 20 events, no call counted twice");
+    is_int(0, mismatches(&both), "auto: every event as the program printed it");
+    run_free(&sym);
+    run_free(&trc);
+    run_free(&both);
+
+    struct run dl;
+    run(&dl, "ze_dl_prog", "auto", 1);
+    is_int(0, dl.status, "ze_dl_prog (private loader, dispatch tables), auto: exits 0");
+    is_int(14, (long long)dl.f.n, "ze_dl_prog: 14 events through the tracing layer");
+    is_int(0, mismatches(&dl), "ze_dl_prog: every event as the program printed it");
+    is_int(0, (long long)memtrace_reader_segment_count(dl.f.r), "ze_dl_prog: no live segment");
+    run_free(&dl);
+
+    run(&dl, "ze_dl_prog", "tracing", 1);
+    is_int(14, (long long)dl.f.n, "ze_dl_prog, tracing route: 14 events");
+    is_int(0, mismatches(&dl), "ze_dl_prog, tracing route: every event as printed");
+    run_free(&dl);
+
+    run(&dl, "ze_dl_prog", "symbols", 1);
+    is_int(0, dl.status, "ze_dl_prog, symbols route: exits 0");
+    is_int(0, dl.files, "ze_dl_prog, symbols route: the exported symbols see no call, no file");
+    run_free(&dl);
+
+    run(&dl, "ze_dl_prog", "auto", 0);
+    is_int(0, dl.files, "ze_dl_prog without ZE_ENABLE_TRACING_LAYER: nothing sees it, no file");
+    run_free(&dl);
+
+    struct run none;
+    run(&none, "ze_prog", "tracing", 0);
+    is_int(0, none.status, "ze_prog, tracing route without the layer: exits 0");
+    is_int(0, (long long)none.f.n, "tracing route without the layer: no event");
+    ok(strstr(none.err, "memtrace: MEMTRACE_ZE_ROUTE=tracing, but the loader's tracing layer "
+                        "is not loaded") != NULL,
+       "tracing route without the layer: one line says why");
+    run_free(&none);
+
+    h_cleanup();
+    done_testing();
+    return exit_status();
+}
+#endif
