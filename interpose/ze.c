@@ -1,9 +1,11 @@
-/* ze.c: Level Zero wrappers.
+/* ze.c: Level Zero wrappers, the exported-symbol route.
  *
  * Programs linked with the loader (libze_loader.so.1) call its exported functions, so
  * the preload library exports the same names and calls the loader's through
  * RTLD_NEXT. No Level Zero header is needed: handles are pointers and the few
- * structures read here are mirrored below.
+ * structures read here are mirrored below. ze_trace.c records the same events
+ * through the loader's tracing layer for calls that bypass these symbols; the table
+ * of live allocations and the used devices here serve both routes and the sampler.
  *
  * What is recorded (source = the API name, which tells device, host and shared apart;
  * device = the index of the device in zeDriverGet/zeDeviceGet order, 0 for memory that

@@ -13,6 +13,11 @@
  * at 0x4e0000000000. Device and shared allocations with a device count against that
  * device's capacity; zePhysicalMemCreate makes a memfd that zeVirtualMemMap maps.
  *
+ * Sysman (zes) memory: with ZES_ENABLE_SYSMAN=1 at zeInit, as a real driver wants,
+ * each device (its core handle) has one device-local memory module whose state is
+ * the device's capacity and capacity - used; without it zes calls answer
+ * ZE_RESULT_ERROR_UNINITIALIZED.
+ *
  * Command lists record copies, fills, barriers and event signals; executing them on a
  * queue (or appending to an immediate list) runs them at once, so queues are always
  * idle and events are signalled when the call that signals them returns.

@@ -1,7 +1,8 @@
 /* ze_dl_prog: a stand-in for a program with a statically linked Level Zero loader,
  * for ze_trace-t. It never calls the loader's exported symbols through the dynamic
- * linker: it opens the loader privately (RTLD_LOCAL | RTLD_DEEPBIND, so nothing
- * resolves to it by name), takes zeInit and the enumeration functions by handle,
+ * linker: it opens the loader privately (RTLD_LOCAL, so nothing resolves to it by
+ * name; not RTLD_DEEPBIND, which sanitizer runtimes refuse), takes zeInit and the
+ * enumeration functions by handle,
  * and makes every memory call through the dispatch tables zeGet*ProcAddrTable
  * hands out, as a static loader's own API entry points do. Prints the same
  * "E action source address size device" lines as ze_prog. */
@@ -42,7 +43,7 @@ static void *sym(void *lib, const char *name)
 
 int main(void)
 {
-    void *lib = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    void *lib = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
         fprintf(stderr, "%s\n", dlerror());
         return 1;
