@@ -37,9 +37,11 @@ static const struct mt_help run_help = {
     "memtrace run [-o PATTERN] [--stacks N|none] [--flush-ms N] [--caching] [--] COMMAND "
     "[ARGS...]",
     "Runs COMMAND with memtrace's preload library, which records every CUDA device\n"
-    "allocation and free (driver and runtime API) with its stack into a .memtrace file\n"
-    "per process, streamed while it runs. Processes that never touch a device write no\n"
-    "file. With --caching, device allocations come from memtrace's caching allocator\n"
+    "allocation and free (driver and runtime API) and every Level Zero one, with its\n"
+    "stack, into a .memtrace file per process, streamed while it runs. Processes that\n"
+    "never touch a device write no file. ZES_ENABLE_SYSMAN=1 is set unless already set,\n"
+    "so Level Zero device memory is sampled too. With --caching, device allocations come from "
+    "memtrace's caching allocator\n"
     "(PyTorch's policy, configured by MEMTRACE_ALLOC_CONF), which records blocks and\n"
     "the segments it asks the driver for. Other settings come from the environment\n"
     "(MEMTRACE_SAMPLE_MS, MEMTRACE_DUMP_SIGNAL, MEMTRACE_MAX_ENTRIES; see\n"
@@ -221,6 +223,9 @@ int mt_cmd_run(int argc, char **argv)
         setenv("MEMTRACE_FLUSH_MS", flush, 1);
     if (caching)
         setenv("MEMTRACE_CACHING", "1", 1);
+    /* Level Zero drivers answer sysman queries (the sampler's device memory figures)
+     * only if this is set before the program's zeInit. */
+    setenv("ZES_ENABLE_SYSMAN", "1", 0);
     const char *pattern = getenv("MEMTRACE_OUTPUT");
     if (pattern == NULL || *pattern == '\0')
         pattern = "memtrace-%p.memtrace";

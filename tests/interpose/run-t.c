@@ -19,7 +19,7 @@ int main(void)
     h_setup();
     if (access(BUILDDIR "/memtrace", X_OK) != 0)
         skip_all("memtrace CLI not built");
-    plan(9);
+    plan(11);
     /* A sanitizer runtime stays first; memtrace run puts the preload after it. */
     char asan[600];
     snprintf(asan, sizeof asan, "%s", getenv("LD_PRELOAD_FOR_TEST"));
@@ -59,6 +59,17 @@ int main(void)
     char *argv5[] = {BUILDDIR "/memtrace", "run", NULL};
     st = run_cli(argv5, &err);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 2, "no command is a usage error");
+    free(err);
+    /* Level Zero's sysman answers only when this is set before zeInit. */
+    char *argv7[] = {BUILDDIR "/memtrace", "run", "sh", "-c", "exit ${ZES_ENABLE_SYSMAN:-9}", NULL};
+    unsetenv("ZES_ENABLE_SYSMAN");
+    st = run_cli(argv7, &err);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 1, "ZES_ENABLE_SYSMAN=1 is set for the command");
+    free(err);
+    setenv("ZES_ENABLE_SYSMAN", "0", 1);
+    st = run_cli(argv7, &err);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a ZES_ENABLE_SYSMAN of the user's is kept");
+    unsetenv("ZES_ENABLE_SYSMAN");
     free(err);
     char *argv6[] = {BUILDDIR "/memtrace", "run", "--", "/nonexistent/prog", NULL};
     st = run_cli(argv6, &err);
