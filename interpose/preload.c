@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,9 +162,27 @@ struct seg {
     uint8_t used; /* 0 empty, 1 live, 2 deleted */
 };
 
-static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int tab_lock;
 static struct seg *tab;
 static size_t tab_cap, tab_live, tab_used;
+
+/* Every wrapped alloc and free turns this lock around a few probes: a test-and-set
+ * lock released by a plain store costs half a mutex turn. Waiters yield after a
+ * short spin, so a preempted holder does not keep them busy. */
+static void tab_acquire(void)
+{
+    int spins = 0;
+    while (atomic_exchange_explicit(&tab_lock, 1, memory_order_acquire)) {
+        while (atomic_load_explicit(&tab_lock, memory_order_relaxed))
+            if (++spins > 64)
+                sched_yield();
+    }
+}
+
+static void tab_release(void)
+{
+    atomic_store_explicit(&tab_lock, 0, memory_order_release);
+}
 
 static size_t slot_of(uint64_t key, int kind)
 {
@@ -199,7 +218,7 @@ static int tab_grow(void)
 
 static void tab_insert(const struct seg *s)
 {
-    pthread_mutex_lock(&tab_lock);
+    tab_acquire();
     if ((tab_used + 1) * 4 > tab_cap * 3 && tab_grow() != 0)
         goto label_return;
     size_t i = slot_of(s->key, s->kind), tomb = SIZE_MAX;
@@ -221,13 +240,13 @@ static void tab_insert(const struct seg *s)
     }
     tab[i].used = 1;
 label_return:
-    pthread_mutex_unlock(&tab_lock);
+    tab_release();
 }
 
 static int tab_remove(uint64_t key, int kind, struct seg *out)
 {
     int found = 0;
-    pthread_mutex_lock(&tab_lock);
+    tab_acquire();
     if (tab_cap == 0)
         goto label_return;
     for (size_t i = slot_of(key, kind); tab[i].used; i = (i + 1) & (tab_cap - 1)) {
@@ -240,20 +259,20 @@ static int tab_remove(uint64_t key, int kind, struct seg *out)
         }
     }
 label_return:
-    pthread_mutex_unlock(&tab_lock);
+    tab_release();
     return found;
 }
 
 static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
 {
     (void)ctx;
-    pthread_mutex_lock(&tab_lock);
+    tab_acquire();
     size_t n = 0, bytes = (tab_live ? tab_live : 1) * sizeof(struct seg);
     struct seg *copy = mt_map(bytes);
     for (size_t i = 0; copy != NULL && i < tab_cap; i++)
         if (tab[i].used == 1 && tab[i].kind != MT_IP_PHYSICAL)
             copy[n++] = tab[i];
-    pthread_mutex_unlock(&tab_lock);
+    tab_release();
     if (copy == NULL)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -316,12 +335,12 @@ static void finish(void)
 static void atfork_prepare(void)
 {
     pthread_mutex_lock(&start_lock);
-    pthread_mutex_lock(&tab_lock);
+    tab_acquire();
 }
 
 static void atfork_parent(void)
 {
-    pthread_mutex_unlock(&tab_lock);
+    tab_release();
     pthread_mutex_unlock(&start_lock);
 }
 
@@ -330,7 +349,7 @@ static void atfork_parent(void)
  * its first device call. */
 static void atfork_child(void)
 {
-    pthread_mutex_init(&tab_lock, NULL);
+    atomic_store(&tab_lock, 0);
     pthread_mutex_init(&start_lock, NULL);
     if (tab != NULL)
         memset(tab, 0, tab_cap * sizeof *tab);

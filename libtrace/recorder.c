@@ -43,6 +43,7 @@
 #define DEFAULT_STREAM_MAX_ENTRIES 100000u
 #define MAX_PROVIDERS              16
 #define MAX_NESTING                32
+#define PREFETCH_AHEAD             8 /* events; a prefetch past the end is harmless */
 
 struct hchunk {
     struct hchunk *next;
@@ -208,6 +209,9 @@ static inline int history_append(const struct memtrace_event *ev)
     struct hchunk *t = R.tail;
     if (MT_UNLIKELY(t == NULL || t->n == HCHUNK_EVENTS))
         return history_append_slow(ev);
+    /* The ring is far larger than the caches: ask for the lines a few events ahead
+     * now, so that the next stores do not wait for memory under the lock. */
+    __builtin_prefetch((void *)((uintptr_t)&t->ev[t->n] + PREFETCH_AHEAD * sizeof *ev), 1, 3);
     t->ev[t->n++] = *ev;
     if (R.hcount < R.limit) {
         R.hcount++;
@@ -698,8 +702,10 @@ static int stream_start(const char *path)
     return 0;
 }
 
-/* Called with R.lock held. */
-static void stream_append(const struct memtrace_event *ev)
+/* Called with R.lock held, when the buffer being filled is full: hands it to the
+ * writer, or waits for the writer to give the other one back. Returns 0 when there
+ * is room again, -1 when the stream stopped meanwhile. */
+static __attribute__((noinline)) int stream_wait_room(void)
 {
     while (R.nbuf[R.cur] == STREAM_BUF_EVENTS) {
         if (!R.writer_busy) {
@@ -711,9 +717,20 @@ static void stream_append(const struct memtrace_event *ev)
             pthread_cond_wait(&R.space, &R.lock);
         }
         if (!R.streaming || R.stopping)
-            return;
+            return -1;
     }
-    R.buf[R.cur][R.nbuf[R.cur]++] = *ev;
+    return 0;
+}
+
+/* Called with R.lock held. */
+static inline void stream_append(const struct memtrace_event *ev)
+{
+    if (MT_UNLIKELY(R.nbuf[R.cur] == STREAM_BUF_EVENTS) && stream_wait_room() != 0)
+        return;
+    struct memtrace_event *b = R.buf[R.cur];
+    uint32_t k = R.nbuf[R.cur]++;
+    __builtin_prefetch((void *)((uintptr_t)&b[k] + PREFETCH_AHEAD * sizeof *ev), 1, 3);
+    b[k] = *ev;
 }
 
 /* ---- recording -------------------------------------------------------------- */
