@@ -113,6 +113,63 @@ static void test_ring(void)
     memtrace_record_history(NULL);
 }
 
+/* The ring's inline drop stops at the last event of a chunk (65536 events): a ring of
+ * exactly one chunk, and one of one chunk plus one, drop across that edge; lowering
+ * max_entries while recording keeps the newest and counts the rest. */
+static int ring_run(size_t max, uint64_t events, uint64_t *dropped)
+{
+    start(max, MEMTRACE_CONTEXT_NONE, NULL);
+    memtrace_record_history(NULL);
+    start(max, MEMTRACE_CONTEXT_NONE, NULL);
+    for (uint64_t i = 0; i < events; i++) {
+        struct memtrace_event e = {.action = MEMTRACE_ALLOC, .addr = i};
+        memtrace_record_event(&e);
+    }
+    struct memtrace_event *ev;
+    size_t n;
+    mt_recorder_history(&ev, &n);
+    int exact = n == max;
+    for (size_t i = 0; exact && i < n; i++)
+        exact = ev[i].addr == events - max + i;
+    free(ev);
+    struct memtrace_counts c;
+    memtrace_get_counts(&c);
+    *dropped = c.dropped;
+    return exact;
+}
+
+static void test_ring_edges(void)
+{
+    uint64_t dropped;
+    ok(ring_run(65536, 300000, &dropped), "a one-chunk ring keeps the newest 65536 in order");
+    is_int(300000 - 65536, (long long)dropped, "one-chunk ring: 234464 dropped");
+    ok(ring_run(65537, 300000, &dropped), "a chunk-plus-one ring keeps the newest 65537");
+    is_int(300000 - 65537, (long long)dropped, "chunk-plus-one ring: 234463 dropped");
+
+    memtrace_record_history(NULL);
+    start(5000, MEMTRACE_CONTEXT_NONE, NULL);
+    for (uint64_t i = 0; i < 8000; i++) {
+        struct memtrace_event e = {.action = MEMTRACE_ALLOC, .addr = i};
+        memtrace_record_event(&e);
+    }
+    start(300, MEMTRACE_CONTEXT_NONE, NULL); /* recording goes on with a smaller ring */
+    for (uint64_t i = 8000; i < 9000; i++) {
+        struct memtrace_event e = {.action = MEMTRACE_ALLOC, .addr = i};
+        memtrace_record_event(&e);
+    }
+    struct memtrace_event *ev;
+    size_t n;
+    mt_recorder_history(&ev, &n);
+    is_int(300, (long long)n, "a lowered max_entries holds");
+    is_int(8700, n ? (long long)ev[0].addr : -1, "and keeps the newest: 8700..8999");
+    free(ev);
+    struct memtrace_counts c;
+    memtrace_get_counts(&c);
+    is_int(8700, (long long)c.dropped, "8700 dropped in all");
+    is_int(9000, (long long)c.recorded, "9000 recorded");
+    memtrace_record_history(NULL);
+}
+
 static void test_options(void)
 {
     struct memtrace_options o;
@@ -335,9 +392,10 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(56);
+    plan(64);
     test_threads();
     test_ring();
+    test_ring_edges();
     test_options();
     test_categories();
     test_stacks();
