@@ -267,6 +267,34 @@ static void test_stacks(void)
     mt_symbolize(mt_frame_ip(frame), &sym);
     is_string("recorder_test_alloc_site", sym.function,
               "the innermost frame is the function that recorded");
+
+    /* Which actions get a stack is one mask per context and depth. */
+    static const int acts[4] = {MEMTRACE_ALLOC, MEMTRACE_SEGMENT_MAP, MEMTRACE_FREE_REQUESTED,
+                                MEMTRACE_COUNTER};
+    int with[4][4] = {{0}};
+    static const int contexts[4] = {MEMTRACE_CONTEXT_NONE, MEMTRACE_CONTEXT_STATE,
+                                    MEMTRACE_CONTEXT_ALLOC, MEMTRACE_CONTEXT_ALL};
+    for (int c = 0; c < 4; c++) {
+        start(0, contexts[c], NULL);
+        for (int a = 0; a < 4; a++) {
+            struct memtrace_event e = {.action = (uint8_t)acts[a]};
+            memtrace_record_event(&e);
+            with[c][a] = e.stack != 0;
+        }
+        memtrace_record_history(NULL);
+    }
+    ok(!with[0][0] && !with[0][1] && !with[0][2] && !with[0][3], "context none: no stacks");
+    ok(with[1][0] && !with[1][1] && !with[1][2] && !with[1][3], "context state: alloc only");
+    ok(with[2][0] && with[2][1] && !with[2][2] && !with[2][3], "context alloc: alloc, map");
+    ok(with[3][0] && with[3][1] && with[3][2] && !with[3][3], "context all: all but counters");
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    o.stack_depth = 0;
+    memtrace_record_history(&o);
+    struct memtrace_event e = {.action = MEMTRACE_ALLOC};
+    memtrace_record_event(&e);
+    memtrace_record_history(NULL);
+    is_int(0, e.stack, "stack depth 0: no stack even for context all");
 }
 
 static void test_batch(void)
@@ -392,7 +420,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(64);
+    plan(69);
     test_threads();
     test_ring();
     test_ring_edges();
