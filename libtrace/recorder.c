@@ -760,6 +760,7 @@ static void atfork_child(void)
     pthread_cond_init(&R.space, NULL);
     mt_strings_atfork_child();
     mt_stack_atfork_child();
+    mt_tls_tid = 0; /* the forking thread's id was cached; this one has a new id */
     atomic_store(&R.recording, 0);
     if (R.streaming) {
         /* The parent still writes this file: just forget it. */

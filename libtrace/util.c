@@ -155,7 +155,18 @@ static void tsc_advance(void)
     slot_publish(seg, tsc0, ns0, mult);
 }
 
-static uint64_t tsc_now_ns(void)
+/* The TSC segment seg is not (or no longer) in its slot: compute the current one if
+ * no thread has, and let the caller read the TSC again. */
+static __attribute__((noinline)) void tsc_miss(uint64_t seg)
+{
+    if (seg > atomic_load_explicit(&C.latest, memory_order_acquire)) {
+        clk_lock();
+        tsc_advance();
+        clk_unlock();
+    }
+}
+
+static inline uint64_t tsc_now_ns(void)
 {
     for (;;) {
         uint64_t t = tsc_read();
@@ -170,11 +181,7 @@ static uint64_t tsc_now_ns(void)
                 return ns0 + (uint64_t)(((unsigned __int128)(t - tsc0) * mult) >> 32);
             continue;
         }
-        if (seg > atomic_load_explicit(&C.latest, memory_order_acquire)) {
-            clk_lock();
-            tsc_advance();
-            clk_unlock();
-        }
+        tsc_miss(seg);
     }
 }
 
@@ -253,7 +260,7 @@ static void tsc_start(unsigned shift, int skew_ppm)
     slot_publish(0, t1, n1, rate);
 }
 
-static int clock_init(void)
+static __attribute__((noinline)) int clock_init(void)
 {
     clk_lock();
     int mode = atomic_load(&C.mode);
@@ -270,9 +277,11 @@ static int clock_init(void)
 uint64_t mt_now_ns(void)
 {
     int mode = atomic_load_explicit(&C.mode, memory_order_acquire);
-    if (MT_UNLIKELY(mode == CLK_UNKNOWN))
-        mode = clock_init();
-    return MT_LIKELY(mode == CLK_TSC) ? tsc_now_ns() : mono_ns();
+    if (MT_LIKELY(mode == CLK_TSC))
+        return tsc_now_ns();
+    if (mode == CLK_UNKNOWN && clock_init() == CLK_TSC)
+        return tsc_now_ns();
+    return mono_ns();
 }
 
 int mt_clock_is_tsc(void)
@@ -301,13 +310,12 @@ uint64_t mt_wall_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static MT_TLS uint32_t tls_tid;
+MT_TLS uint32_t mt_tls_tid;
 
-uint32_t mt_gettid(void)
+uint32_t mt_gettid_slow(void)
 {
-    if (MT_UNLIKELY(tls_tid == 0))
-        tls_tid = (uint32_t)syscall(SYS_gettid);
-    return tls_tid;
+    mt_tls_tid = (uint32_t)syscall(SYS_gettid);
+    return mt_tls_tid;
 }
 
 static size_t put_char(char *buf, size_t size, size_t pos, char c)

@@ -27,8 +27,14 @@ int mt_clock_is_tsc(void);
 int mt_clock_test_restart(unsigned seg_shift, int skew_ppm);
 /* CLOCK_REALTIME in nanoseconds. */
 uint64_t mt_wall_ns(void);
-/* Kernel thread id of the caller, cached per thread. */
-uint32_t mt_gettid(void);
+/* Kernel thread id of the caller, cached per thread (inline: every event asks). */
+extern MT_TLS uint32_t mt_tls_tid;
+uint32_t mt_gettid_slow(void);
+static inline uint32_t mt_gettid(void)
+{
+    uint32_t tid = mt_tls_tid;
+    return MT_LIKELY(tid != 0) ? tid : mt_gettid_slow();
+}
 
 /* Formats into buf like snprintf for %s %d %u %ld %lu %lld %llu %zu %x %lx %llx %p %%
  * only, with no locale and no malloc. Always NUL-terminates (if size > 0); returns

@@ -412,6 +412,16 @@ static void test_fork(void)
     waitpid(pid, &status, 0);
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
        "forked child starts stopped with an empty history");
+    pid = fork();
+    if (pid == 0) {
+        /* The child's thread id is its pid, not the cached id of the parent thread. */
+        start(0, MEMTRACE_CONTEXT_NONE, NULL);
+        struct memtrace_event e = {.action = MEMTRACE_ALLOC};
+        memtrace_record_event(&e);
+        _exit(e.tid == (uint32_t)getpid() ? 0 : 1);
+    }
+    waitpid(pid, &status, 0);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "a forked child's events carry its own tid");
     struct memtrace_counts c;
     memtrace_get_counts(&c);
     is_int(1, (long long)c.recorded, "parent's recording is untouched by the fork");
@@ -420,7 +430,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(69);
+    plan(70);
     test_threads();
     test_ring();
     test_ring_edges();
