@@ -35,8 +35,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define HAVE_SINGLE_THREADED 1
+#endif
+#endif
+#ifndef HAVE_SINGLE_THREADED
+#define HAVE_SINGLE_THREADED 0
+#endif
 
 #define HCHUNK_EVENTS              65536u
 #define STREAM_BUF_EVENTS          65536u
@@ -58,7 +71,7 @@ struct provider {
 };
 
 static struct {
-    pthread_mutex_t lock;
+    atomic_int lock; /* see rlock() */
     atomic_int recording;
     /* options in force */
     int context;
@@ -79,7 +92,8 @@ static struct {
     int streaming;
     struct mt_writer *writer;
     pthread_t writer_thread;
-    pthread_cond_t work, space;
+    atomic_uint work, space; /* futex words: bumped when there is work, or space */
+    int space_waiters;
     struct memtrace_event *buf[2];
     uint32_t nbuf[2];
     int cur;         /* buffer being filled */
@@ -90,11 +104,63 @@ static struct {
     struct provider providers[MAX_PROVIDERS];
     int next_handle;
 } R = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .work = PTHREAD_COND_INITIALIZER,
-    .space = PTHREAD_COND_INITIALIZER,
     .next_handle = 1,
 };
+
+/* R.lock is held for a few stores per event: a test-and-set lock released by a plain
+ * store is one atomic per turn where a mutex takes two, and none while the process
+ * has one thread (only this thread could start another, and never holding the
+ * lock). Waiters spin briefly, then yield; the writer thread and a recording thread
+ * that waits for buffer space sleep on futex words instead, without the lock. */
+static __attribute__((noinline)) void rlock_slow(void)
+{
+    int spins = 0;
+    do {
+        while (atomic_load_explicit(&R.lock, memory_order_relaxed))
+            if (++spins > 100)
+                sched_yield();
+    } while (atomic_exchange_explicit(&R.lock, 1, memory_order_acquire));
+}
+
+static inline void rlock(void)
+{
+#if HAVE_SINGLE_THREADED
+    if (__libc_single_threaded) {
+        atomic_store_explicit(&R.lock, 1, memory_order_relaxed);
+        return;
+    }
+#endif
+    if (MT_UNLIKELY(atomic_exchange_explicit(&R.lock, 1, memory_order_acquire)))
+        rlock_slow();
+}
+
+static inline void runlock(void)
+{
+    atomic_store_explicit(&R.lock, 0, memory_order_release);
+}
+
+static void futex_wake_all(atomic_uint *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Called with R.lock; returns with it, after *word changed, ms passed (0: no limit)
+ * or a spurious wake: callers check their condition again. */
+static void rwait(atomic_uint *word, unsigned ms)
+{
+    unsigned seen = atomic_load_explicit(word, memory_order_relaxed);
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    runlock();
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, ms ? &ts : NULL, NULL, 0);
+    rlock();
+}
+
+/* Called with R.lock. */
+static void rsignal(atomic_uint *word)
+{
+    atomic_fetch_add_explicit(word, 1, memory_order_relaxed);
+    futex_wake_all(word);
+}
 
 /* Metadata (jansson: off the hot path) and symbolized frames, shared by the stream
  * writer and dumps. */
@@ -295,12 +361,12 @@ static char *meta_dump(uint64_t *gen)
     json_object_set_new(m, "pid", json_integer(getpid()));
     json_object_set_new(m, "argv", argv_json());
     json_object_set_new(m, "rank", rank_json());
-    pthread_mutex_lock(&R.lock);
+    rlock();
     json_t *opts =
         json_pack("{s:s, s:I, s:I, s:i, s:I}", "context", context_name(R.context), "max_entries",
                   (json_int_t)R.max_entries, "skip_actions", (json_int_t)R.skip_actions,
                   "stack_depth", R.stack_depth, "flush_ms", (json_int_t)R.flush_ms);
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     json_object_set_new(m, "options", opts);
     pthread_mutex_lock(&meta_lock);
     json_object_set_new(m, "start_time_ns", json_integer((json_int_t)start_wall_ns));
@@ -501,9 +567,9 @@ static void state_free(struct state_buf *sb)
 static void state_collect(struct state_buf *sb)
 {
     struct provider p[MAX_PROVIDERS];
-    pthread_mutex_lock(&R.lock);
+    rlock();
     memcpy(p, R.providers, sizeof p);
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     memset(sb, 0, sizeof *sb);
     for (int i = 0; i < MAX_PROVIDERS; i++)
         if (p[i].fn != NULL)
@@ -515,7 +581,7 @@ int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx)
     if (fn == NULL)
         return MEMTRACE_EINVAL;
     int rc = MEMTRACE_ENOMEM;
-    pthread_mutex_lock(&R.lock);
+    rlock();
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         if (R.providers[i].fn == NULL) {
             R.providers[i] = (struct provider){fn, ctx, R.next_handle++};
@@ -523,21 +589,21 @@ int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx)
             break;
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     return rc;
 }
 
 int memtrace_state_provider_remove(int handle)
 {
     int rc = MEMTRACE_EINVAL;
-    pthread_mutex_lock(&R.lock);
+    rlock();
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         if (R.providers[i].fn != NULL && R.providers[i].handle == handle) {
             R.providers[i] = (struct provider){0};
             rc = 0;
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     return rc;
 }
 
@@ -555,10 +621,10 @@ static int state_write(struct mt_writer *w, struct table_marks *marks)
 
 static char *end_json(void)
 {
-    pthread_mutex_lock(&R.lock);
+    rlock();
     json_t *e = json_pack("{s:I, s:I, s:b}", "events", (json_int_t)R.recorded, "dropped",
                           (json_int_t)R.dropped, "overflowed", R.overflowed);
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     char *text = json_dumps(e, JSON_COMPACT);
     json_decref(e);
     return text;
@@ -591,16 +657,10 @@ static void *stream_main(void *arg)
 {
     (void)arg;
     tls_busy = 1; /* never record our own work */
-    pthread_mutex_lock(&R.lock);
+    rlock();
     for (;;) {
-        if (!R.writer_busy && !R.stopping) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)R.flush_ms * 1000000ULL;
-            ts.tv_sec += (time_t)(ns / 1000000000ULL);
-            ts.tv_nsec = (long)(ns % 1000000000ULL);
-            pthread_cond_timedwait(&R.work, &R.lock, &ts);
-        }
+        if (!R.writer_busy && !R.stopping)
+            rwait(&R.work, R.flush_ms);
         if (!R.writer_busy && R.nbuf[R.cur] > 0) {
             R.cur ^= 1;
             R.nbuf[R.cur] = 0;
@@ -609,9 +669,9 @@ static void *stream_main(void *arg)
         int full = R.cur ^ 1;
         int stopping = R.stopping;
         if (R.writer_busy) {
-            pthread_mutex_unlock(&R.lock);
+            runlock();
             int rc = R.stream_error ? 0 : stream_write_buffer(R.buf[full], R.nbuf[full]);
-            pthread_mutex_lock(&R.lock);
+            rlock();
             if (rc != 0 && !R.stream_error) {
                 R.stream_error = rc;
                 mt_log("stream write failed (%s); recording goes on in memory only",
@@ -619,27 +679,29 @@ static void *stream_main(void *arg)
             }
             R.nbuf[full] = 0;
             R.writer_busy = 0;
-            pthread_cond_broadcast(&R.space);
+            atomic_fetch_add_explicit(&R.space, 1, memory_order_relaxed);
+            if (R.space_waiters > 0)
+                futex_wake_all(&R.space);
             continue;
         }
         if (stopping && R.nbuf[R.cur] == 0)
             break;
     }
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     return NULL;
 }
 
 /* Stops the writer thread and finishes the file; called without R.lock. */
 static void stream_finish(void)
 {
-    pthread_mutex_lock(&R.lock);
+    rlock();
     if (!R.streaming) {
-        pthread_mutex_unlock(&R.lock);
+        runlock();
         return;
     }
     R.stopping = 1;
-    pthread_cond_broadcast(&R.work);
-    pthread_mutex_unlock(&R.lock);
+    rsignal(&R.work);
+    runlock();
     pthread_join(R.writer_thread, NULL);
     int rc = R.stream_error;
     if (rc == 0)
@@ -652,14 +714,14 @@ static void stream_finish(void)
     free(end);
     if (rc != 0 && !R.stream_error)
         mt_log("could not finish the stream: %s", memtrace_strerror(rc));
-    pthread_mutex_lock(&R.lock);
+    rlock();
     R.writer = NULL;
     R.streaming = 0;
     R.stopping = 0;
     mt_unmap(R.buf[0], STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
     mt_unmap(R.buf[1], STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
     R.buf[0] = R.buf[1] = NULL;
-    pthread_mutex_unlock(&R.lock);
+    runlock();
 }
 
 static int stream_start(const char *path)
@@ -712,9 +774,11 @@ static __attribute__((noinline)) int stream_wait_room(void)
             R.cur ^= 1;
             R.nbuf[R.cur] = 0;
             R.writer_busy = 1;
-            pthread_cond_signal(&R.work);
+            rsignal(&R.work);
         } else {
-            pthread_cond_wait(&R.space, &R.lock);
+            R.space_waiters++;
+            rwait(&R.space, 0);
+            R.space_waiters--;
         }
         if (!R.streaming || R.stopping)
             return -1;
@@ -739,12 +803,12 @@ static void atfork_prepare(void)
 {
     pthread_mutex_lock(&meta_lock);
     pthread_mutex_lock(&sym_lock);
-    pthread_mutex_lock(&R.lock);
+    rlock();
 }
 
 static void atfork_parent(void)
 {
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     pthread_mutex_unlock(&sym_lock);
     pthread_mutex_unlock(&meta_lock);
 }
@@ -753,11 +817,10 @@ static void atfork_parent(void)
  * an empty history; it may start its own recording. */
 static void atfork_child(void)
 {
-    pthread_mutex_init(&R.lock, NULL);
+    atomic_store(&R.lock, 0);
     pthread_mutex_init(&sym_lock, NULL);
     pthread_mutex_init(&meta_lock, NULL);
-    pthread_cond_init(&R.work, NULL);
-    pthread_cond_init(&R.space, NULL);
+    R.space_waiters = 0;
     mt_strings_atfork_child();
     mt_stack_atfork_child();
     mt_tls_tid = 0; /* the forking thread's id was cached; this one has a new id */
@@ -820,9 +883,9 @@ int memtrace_record_history(const struct memtrace_options *o)
 {
     pthread_once(&atfork_once, register_atfork);
     if (o == NULL) {
-        pthread_mutex_lock(&R.lock);
+        rlock();
         atomic_store(&R.recording, 0);
-        pthread_mutex_unlock(&R.lock);
+        runlock();
         stream_finish();
         return 0;
     }
@@ -836,7 +899,7 @@ int memtrace_record_history(const struct memtrace_options *o)
         start_mono_ns = mt_now_ns();
         pthread_mutex_unlock(&meta_lock);
     }
-    pthread_mutex_lock(&R.lock);
+    rlock();
     R.context = o->context;
     R.skip_actions = o->skip_actions;
     R.stack_depth = o->stack_depth;
@@ -857,13 +920,13 @@ int memtrace_record_history(const struct memtrace_options *o)
         history_drop_oldest(R.hcount - R.max_entries);
     }
     if (o->stream_path != NULL && !R.streaming) {
-        pthread_mutex_unlock(&R.lock);
+        runlock();
         rc = stream_start(o->stream_path); /* takes no R.lock until the thread runs */
-        pthread_mutex_lock(&R.lock);
+        rlock();
     }
     if (rc == 0)
         atomic_store(&R.recording, 1);
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     return rc;
 }
 
@@ -913,7 +976,7 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
             e->stack = stack;
         }
     }
-    pthread_mutex_lock(&R.lock);
+    rlock();
     if (atomic_load_explicit(&R.recording, memory_order_relaxed)) {
         for (size_t i = 0; i < n; i++) {
             if (R.skip_actions & (1u << ev[i].action))
@@ -924,7 +987,7 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
                 stream_append(&ev[i]);
         }
     }
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     tls_busy = 0;
     return 0;
 }
@@ -1003,18 +1066,18 @@ int memtrace_category_pop(void)
 
 void memtrace_get_counts(struct memtrace_counts *c)
 {
-    pthread_mutex_lock(&R.lock);
+    rlock();
     c->recorded = R.recorded;
     c->dropped = R.dropped;
     c->overflowed = R.overflowed;
-    pthread_mutex_unlock(&R.lock);
+    runlock();
 }
 
 int mt_recorder_history(struct memtrace_event **out, size_t *n)
 {
-    pthread_mutex_lock(&R.lock);
+    rlock();
     *out = history_copy(n);
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     return *out ? 0 : MEMTRACE_ENOMEM;
 }
 
@@ -1045,9 +1108,9 @@ int memtrace_dump_snapshot(const char *path)
     rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
     if (rc != 0)
         goto label_return;
-    pthread_mutex_lock(&R.lock);
+    rlock();
     ev = history_copy(&n);
-    pthread_mutex_unlock(&R.lock);
+    runlock();
     if (ev == NULL) {
         rc = MEMTRACE_ENOMEM;
         goto label_return;
