@@ -3,7 +3,8 @@
  * recording with 32-frame stacks. Each case runs once untimed (warming the cache and
  * filling the history ring, as in a long run), then timed; the table shows the
  * thread's CPU time, steady on a shared machine, and the wall time. An optional second
- * argument (raw, none, rec or stk) runs one case alone, for perf and callgrind. */
+ * argument (raw, none, rec, stk or clock) runs one case alone, for perf and
+ * callgrind. The last lines time the clock every recorded event reads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,22 @@ int main(int argc, char **argv)
         row("caching allocator, recording, 32-frame stacks", deep(32, cache_loop, n / 20));
     }
     memtrace_record_history(NULL);
+    if (wanted(only, "clock")) {
+        long k = n * 5;
+        uint64_t sum = 0, c0 = cpu_ns();
+        for (long i = 0; i < k; i++)
+            sum += mt_now_ns();
+        uint64_t c1 = cpu_ns();
+        struct timespec ts;
+        for (long i = 0; i < k; i++) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            sum += (uint64_t)ts.tv_nsec;
+        }
+        uint64_t c2 = cpu_ns();
+        printf("\nclock read, CPU ns: mt_now_ns %.1f (%s), clock_gettime(CLOCK_MONOTONIC) %.1f%s\n",
+               (double)(c1 - c0) / (double)k, mt_clock_is_tsc() ? "TSC clock" : "clock_gettime",
+               (double)(c2 - c1) / (double)k, sum == 1 ? " " : "");
+    }
     memtrace_alloc_destroy(alloc);
     memtrace_device_close(dev);
     return 0;

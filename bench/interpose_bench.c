@@ -5,11 +5,17 @@
  * CPU time of the calling thread alone. The difference is mostly the streaming
  * writer thread, which encodes on another core (a GPU host has several; this 2-core
  * VM shares them with everything else). Each is the best of 5 runs, taken
- * separately. The program does not link memtrace. */
+ * separately. The program does not link memtrace.
+ *
+ * A second baseline runs with one idle thread: glibc takes a mutex without atomic
+ * instructions while a process has one thread, so the fake driver's own locks cost
+ * more as soon as the preload's writer thread exists. A CUDA program always has
+ * several threads; the second baseline shows how much of the added time that is. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,8 +58,18 @@ static struct timing __attribute__((noinline)) pairs(int depth, long n)
     return (struct timing){(t1 - t0) / (double)n, (c1 - c0) / (double)n};
 }
 
-static int child(long n)
+static void *idle_thread(void *arg)
 {
+    (void)arg;
+    pause();
+    return NULL;
+}
+
+static int child(long n, int idle)
+{
+    pthread_t idler;
+    if (idle && pthread_create(&idler, NULL, idle_thread, NULL) != 0)
+        return 3;
     int dev;
     void *ctx;
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) ||
@@ -72,7 +88,8 @@ static int child(long n)
     return 0;
 }
 
-static struct timing run(const char *self, const char *preload, const char *stacks, long n)
+static struct timing run(const char *self, const char *preload, const char *stacks, long n,
+                         int idle)
 {
     struct timing fail = {-1, -1};
     char arg[32], out[400];
@@ -93,7 +110,7 @@ static struct timing run(const char *self, const char *preload, const char *stac
         } else {
             unsetenv("LD_PRELOAD");
         }
-        execl(self, self, "--child", arg, (char *)NULL);
+        execl(self, self, "--child", arg, idle ? "idle" : "", (char *)NULL);
         _exit(127);
     }
     close(p[1]);
@@ -114,7 +131,7 @@ int main(int argc, char **argv)
 {
     long n = 200000;
     if (argc > 2 && strcmp(argv[1], "--child") == 0)
-        return child(atol(argv[2]));
+        return child(atol(argv[2]), argc > 3 && strcmp(argv[3], "idle") == 0);
     if (argc > 1)
         n = atol(argv[1]);
     const char *preload = getenv("MEMTRACE_BENCH_PRELOAD");
@@ -125,10 +142,11 @@ int main(int argc, char **argv)
     if (len <= 0)
         return 1;
     self[len] = '\0';
-    struct timing base = run(self, NULL, "none", n);
-    struct timing none = run(self, preload, "none", n);
-    struct timing deep = run(self, preload, "32", n);
-    if (base.wall < 0 || none.wall < 0 || deep.wall < 0) {
+    struct timing base = run(self, NULL, "none", n, 0);
+    struct timing idle = run(self, NULL, "none", n, 1);
+    struct timing none = run(self, preload, "none", n, 0);
+    struct timing deep = run(self, preload, "32", n, 0);
+    if (base.wall < 0 || idle.wall < 0 || none.wall < 0 || deep.wall < 0) {
         fprintf(stderr, "interpose_bench: a run failed (is LD_LIBRARY_PATH set to the fake "
                         "driver's directory?)\n");
         return 1;
@@ -136,6 +154,8 @@ int main(int argc, char **argv)
     printf("cuMemAlloc_v2+cuMemFree_v2 pair, %ld pairs, best of 5\n", n);
     printf("                        wall ns/pair (added)    calling thread CPU ns/pair (added)\n");
     printf("  no preload            %8.1f                %8.1f\n", base.wall, base.cpu);
+    printf("  no preload, +1 thread %8.1f (+%7.1f)      %8.1f (+%7.1f)\n", idle.wall,
+           idle.wall - base.wall, idle.cpu, idle.cpu - base.cpu);
     printf("  preload, no stacks    %8.1f (+%7.1f)      %8.1f (+%7.1f)\n", none.wall,
            none.wall - base.wall, none.cpu, none.cpu - base.cpu);
     printf("  preload, 32 frames    %8.1f (+%7.1f)      %8.1f (+%7.1f)\n", deep.wall,
