@@ -15,8 +15,9 @@
  *   cuMemAllocHost_v2, cuMemHostAlloc, cuMemHostRegister_v2
  *                                          segment_alloc, device -1 / cuMemFreeHost,
  *   cuMemHostUnregister                    segment_free, device -1
- *   cuMemCreate / cuMemRelease             segment_alloc / segment_free, category
- *                                          "physical", addr = the handle
+ *   cuMemCreate / cuMemRelease             annotate marks "physical_create" /
+ *                                          "physical_release" with the size, addr =
+ *                                          the handle (the bytes count where mapped)
  *   cuMemMap / cuMemUnmap                  segment_map / segment_unmap (aux = handle)
  *   cuMemAddressReserve / cuMemAddressFree annotate marks "va_reserve" / "va_free"
  *                                          (address space is not memory)
@@ -492,7 +493,7 @@ static CUresult cuMemCreate_w(CUmemGenericAllocationHandle *handle, size_t size,
         /* CU_MEM_LOCATION_TYPE_DEVICE is 1; other locations are host memory. */
         int dev = prop != NULL && prop->location.type == 1 ? prop->location.id : -1;
         mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_PHYSICAL, dev, 0, *handle, size, 0, src,
-                        &src_id, "physical", &cat_id);
+                        &src_id, "physical_create", &cat_id);
     }
     mt_ip_leave();
     return r;
@@ -508,7 +509,7 @@ static CUresult cuMemRelease_w(CUmemGenericAllocationHandle handle)
     if (!mt_ip_enter())
         return f(handle);
     mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_PHYSICAL, 0, 0, handle, 0, 0, src, &src_id,
-                    "physical", &cat_id);
+                    "physical_release", &cat_id);
     CUresult r = f(handle);
     mt_ip_leave();
     return r;

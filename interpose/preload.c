@@ -467,6 +467,14 @@ void mt_ip_record_ex(int action, int kind, int device, uint64_t stream, uint64_t
         .source = intern_cached(source, source_id),
         .category = intern_cached(category, category_id),
     };
+    /* Physical memory (cuMemCreate, zePhysicalMemCreate) is counted where it is
+     * mapped, as segment_map: recorded as a segment as well, the same bytes would
+     * count twice. Its creation and release stay in the file as marks with their
+     * size, named by the caller's category. */
+    if (kind == MT_IP_PHYSICAL) {
+        ev.action = MEMTRACE_ANNOTATE;
+        ev.aux = MEMTRACE_ANNOTATE_MARK;
+    }
     int frees = action == MEMTRACE_SEGMENT_FREE || action == MEMTRACE_SEGMENT_UNMAP;
     if (frees) {
         struct seg s;

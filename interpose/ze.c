@@ -13,8 +13,9 @@
  *   zeMemAllocDevice/Host/Shared      segment_alloc
  *   zeMemFree, zeMemFreeExt           segment_free (before the call, with the device
  *                                     and kind the driver reports for the pointer)
- *   zePhysicalMemCreate / Destroy     segment_alloc / segment_free, category "physical",
- *                                     addr = the handle
+ *   zePhysicalMemCreate / Destroy     annotate marks "physical_create" /
+ *                                     "physical_release" with the size, addr = the
+ *                                     handle (the bytes count where mapped)
  *   zeVirtualMemMap / Unmap           segment_map / segment_unmap (aux = the handle)
  *   zeVirtualMemReserve / Free        annotate marks "va_reserve" / "va_free"
  * Frees are recorded before the driver call, as in cuda.c: once it returns, another
@@ -494,7 +495,7 @@ MT_EXPORT ze_result_t zePhysicalMemCreate(ze_handle ctx, ze_handle dev,
         if (idx >= 0 && idx < MT_ZE_MAX_DEVICES && dev != NULL)
             atomic_store_explicit(&used_dev[idx], dev, memory_order_release);
         mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_PHYSICAL, idx, 0, u64(*out), desc->size, 0,
-                        src, &src_id, "physical", &cat_id);
+                        src, &src_id, "physical_create", &cat_id);
     }
     mt_ip_leave();
     return r;
@@ -510,7 +511,7 @@ MT_EXPORT ze_result_t zePhysicalMemDestroy(ze_handle ctx, ze_handle phys)
     if (!enter())
         return f(ctx, phys);
     mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_PHYSICAL, mt_ze_phys_device(phys, 1), 0, u64(phys),
-                    0, 0, src, &src_id, "physical", &cat_id);
+                    0, 0, src, &src_id, "physical_release", &cat_id);
     ze_result_t r = f(ctx, phys);
     mt_ip_leave();
     return r;

@@ -286,7 +286,7 @@ CALLBACK(on_phys_create, p_phys_create)
     int idx = device_index(*p->dev);
     mt_ze_phys_note(**p->out, idx);
     mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_PHYSICAL, idx, 0, u64(**p->out), (*p->desc)->size,
-                    0, src, &src_id, "physical", &cat_id);
+                    0, src, &src_id, "physical_create", &cat_id);
 }
 
 CALLBACK(on_phys_destroy, p_phys_destroy)
@@ -295,7 +295,7 @@ CALLBACK(on_phys_destroy, p_phys_destroy)
     static uint32_t cat_id;
     (void)r;
     mt_ip_record_ex(MEMTRACE_SEGMENT_FREE, MT_IP_PHYSICAL, mt_ze_phys_device(*p->phys, 1), 0,
-                    u64(*p->phys), 0, 0, src, &src_id, "physical", &cat_id);
+                    u64(*p->phys), 0, 0, src, &src_id, "physical_release", &cat_id);
 }
 
 /* ---- registration --------------------------------------------------------------- */

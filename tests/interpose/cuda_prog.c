@@ -199,13 +199,13 @@ static int driver(void)
     CHECK(cuMemAddressReserve(&va, 2 * two_mib, 0, 0, 0));
     ev("annotate", "cuMemAddressReserve", va, 2 * two_mib, 0);
     CHECK(cuMemCreate(&ph, two_mib, &prop, 0));
-    ev("segment_alloc", "cuMemCreate", ph, two_mib, 0);
+    ev("annotate", "cuMemCreate", ph, two_mib, 0);
     CHECK(cuMemMap(va, two_mib, 0, ph, 0));
     ev("segment_map", "cuMemMap", va, two_mib, 0);
     CHECK(cuMemUnmap(va, two_mib));
     ev("segment_unmap", "cuMemUnmap", va, two_mib, 0);
     CHECK(cuMemRelease(ph));
-    ev("segment_free", "cuMemRelease", ph, two_mib, 0);
+    ev("annotate", "cuMemRelease", ph, two_mib, 0);
     CHECK(cuMemAddressFree(va, 2 * two_mib));
     ev("annotate", "cuMemAddressFree", va, 2 * two_mib, 0);
 

@@ -114,12 +114,12 @@ int main(void)
     CHECK(vm.pfnReserve(ctx, NULL, mib2, &va));
     expect("annotate", "zeVirtualMemReserve", va, mib2, 0);
     CHECK(pm.pfnCreate(ctx, dev[0], &pd, &ph));
-    expect("segment_alloc", "zePhysicalMemCreate", ph, mib2, 0);
+    expect("annotate", "zePhysicalMemCreate", ph, mib2, 0);
     CHECK(vm.pfnMap(ctx, va, mib2, ph, 0, ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE));
     expect("segment_map", "zeVirtualMemMap", va, mib2, 0);
     expect("segment_unmap", "zeVirtualMemUnmap", va, mib2, 0);
     CHECK(vm.pfnUnmap(ctx, va, mib2));
-    expect("segment_free", "zePhysicalMemDestroy", ph, mib2, 0);
+    expect("annotate", "zePhysicalMemDestroy", ph, mib2, 0);
     CHECK(pm.pfnDestroy(ctx, ph));
     CHECK(vm.pfnFree(ctx, va, mib2));
     expect("annotate", "zeVirtualMemFree", va, mib2, 0);
