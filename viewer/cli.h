@@ -23,6 +23,15 @@ int mt_cmd_info(int argc, char **argv);
 int mt_cmd_summary(int argc, char **argv);
 int mt_cmd_run(int argc, char **argv);
 
+/* The headline figures of a file by the replay `memtrace summary` uses, for other
+ * commands' closing lines. Returns an MT_EXIT_* status, having reported a problem. */
+struct mt_peaks {
+    uint64_t events;
+    uint64_t peak_allocated, peak_reserved;
+    int truncated;
+};
+int mt_summary_peaks(const char *path, struct mt_peaks *p);
+
 /* One flag of a command. name is the long name without "--"; short_name is 0 when
  * there is none; arg names the value ("N", "FILE") or is NULL for a switch. */
 struct mt_opt {

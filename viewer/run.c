@@ -116,36 +116,22 @@ static void pattern_glob(const char *pat, char *out, size_t size)
     out[n] = '\0';
 }
 
+/* One line per file, with the figures `memtrace summary` would give. */
 static void summarise(const char *path)
 {
-    struct memtrace_errinfo err;
-    struct memtrace_reader *r = NULL;
-    if (memtrace_reader_open(&r, path, &err) != 0) {
-        mt_error("%s", err.text);
+    struct mt_peaks p;
+    if (mt_summary_peaks(path, &p) != MT_EXIT_OK)
         return;
-    }
-    struct memtrace_event ev;
-    uint64_t events = 0;
-    int64_t cur = 0, peak = 0;
-    int rc;
-    while ((rc = memtrace_reader_next(r, &ev)) == 1) {
-        events++;
-        if (ev.device < 0)
-            continue;
-        if (ev.action == MEMTRACE_SEGMENT_ALLOC)
-            cur += (int64_t)ev.size;
-        else if (ev.action == MEMTRACE_SEGMENT_FREE)
-            cur -= (int64_t)ev.size;
-        if (cur > peak)
-            peak = cur;
-    }
-    char b1[32], b2[32];
-    fprintf(stderr, "memtrace: %s: %s events, peak reserved %s%s\n", path,
-            mt_fmt_count(b1, sizeof b1, events), mt_fmt_bytes(b2, sizeof b2, (uint64_t)peak),
-            rc < 0                         ? " (read error)"
-            : memtrace_reader_truncated(r) ? " (truncated)"
-                                           : "");
-    memtrace_reader_close(r);
+    char b1[32], b2[32], b3[32];
+    if (p.peak_allocated > 0)
+        fprintf(stderr, "memtrace: %s: %s events, peak allocated %s, peak reserved %s%s\n", path,
+                mt_fmt_count(b1, sizeof b1, p.events),
+                mt_fmt_bytes(b3, sizeof b3, p.peak_allocated),
+                mt_fmt_bytes(b2, sizeof b2, p.peak_reserved), p.truncated ? " (truncated)" : "");
+    else
+        fprintf(stderr, "memtrace: %s: %s events, peak reserved %s%s\n", path,
+                mt_fmt_count(b1, sizeof b1, p.events), mt_fmt_bytes(b2, sizeof b2, p.peak_reserved),
+                p.truncated ? " (truncated)" : "");
 }
 
 int mt_cmd_run(int argc, char **argv)

@@ -630,6 +630,22 @@ static void print_text(const struct out *o)
     }
 }
 
+int mt_summary_peaks(const char *path, struct mt_peaks *p)
+{
+    struct figures f;
+    memset(&f, 0, sizeof(f));
+    int status = pass1(path, &f);
+    if (status == MT_EXIT_OK) {
+        p->events = f.events;
+        p->peak_allocated = f.rp.allocated.peak;
+        p->peak_reserved = f.rp.reserved.peak;
+        p->truncated = f.truncated;
+    }
+    table_free(&f.rp.blocks);
+    table_free(&f.rp.segs);
+    return status;
+}
+
 int mt_cmd_summary(int argc, char **argv)
 {
     struct mt_args args;
