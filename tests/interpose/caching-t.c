@@ -211,8 +211,9 @@ static void test_run(void)
     is_int(102, line_value(out, 'C', "cuMemAlloc_v2"), "memtrace run --caching: 102 segments");
     char *err = h_slurp_file(err_path);
     const char *at = strstr(err, h_tmpdir);
-    ok(at != NULL && strstr(err, " events, peak reserved ") != NULL,
-       "memtrace run --caching: summary printed");
+    ok(at != NULL && strstr(err, " events, peak allocated ") != NULL &&
+           strstr(err, ", peak reserved ") != NULL,
+       "memtrace run --caching: summary printed with the blocks' peak");
     struct h_file f = {0};
     if (at != NULL && sscanf(at, "%399[^:]", path) == 1)
         h_read(&f, path);
