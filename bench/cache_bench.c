@@ -3,8 +3,14 @@
  * recording with 32-frame stacks. Each case runs once untimed (warming the cache and
  * filling the history ring, as in a long run), then timed 3 times; the table shows the best
  * thread CPU time, steady on a shared machine, and wall time. An optional second
- * argument (raw, none, rec, stk or clock) runs one case alone, for perf and
- * callgrind. The last lines time the clock every recorded event reads. */
+ * argument (raw, none, rec, stk, ratio or clock) runs one case alone, for perf and
+ * callgrind. The last lines time the clock every recorded event reads.
+ *
+ * The ratio of recording (no stacks) to not recording is also measured on its own,
+ * interleaved: rounds alternate the two, so a change in the machine's speed during
+ * the run touches both alike, and the medians' ratio is reported with the spread of
+ * the rounds' ratios. The history ring there is one chunk, so restarting the
+ * recorder each round costs one prefault, not sixteen. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +81,46 @@ static struct timing __attribute__((noinline)) deep(int depth, loop_fn fn, long 
     return timed(fn, n);
 }
 
+static double cpu_once(loop_fn fn, long n)
+{
+    uint64_t c0 = cpu_ns();
+    fn(n);
+    return (double)(cpu_ns() - c0) / (double)n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define RATIO_ROUNDS 9
+
+static void ratio(long n)
+{
+    double off[RATIO_ROUNDS], on[RATIO_ROUNDS], r[RATIO_ROUNDS];
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    o.context = MEMTRACE_CONTEXT_NONE;
+    o.max_entries = 1 << 16;
+    cache_loop(n);
+    for (int i = 0; i < RATIO_ROUNDS; i++) {
+        off[i] = cpu_once(cache_loop, n);
+        memtrace_record_history(&o);
+        cache_loop(n / 10); /* fill the ring */
+        on[i] = cpu_once(cache_loop, n);
+        memtrace_record_history(NULL);
+        r[i] = on[i] / off[i];
+    }
+    qsort(off, RATIO_ROUNDS, sizeof off[0], cmp_double);
+    qsort(on, RATIO_ROUNDS, sizeof on[0], cmp_double);
+    qsort(r, RATIO_ROUNDS, sizeof r[0], cmp_double);
+    int m = RATIO_ROUNDS / 2;
+    printf("\ninterleaved, %d rounds of %ld pairs, CPU ns per pair (median): not recording "
+           "%.1f, recording without stacks %.1f: ratio %.2f (rounds %.2f to %.2f)\n",
+           RATIO_ROUNDS, n, off[m], on[m], on[m] / off[m], r[0], r[RATIO_ROUNDS - 1]);
+}
+
 static void row(const char *name, struct timing t)
 {
     printf("| %s | %.1f | %.1f |\n", name, t.cpu, t.wall);
@@ -113,6 +159,8 @@ int main(int argc, char **argv)
         row("caching allocator, recording, 32-frame stacks", deep(32, cache_loop, n / 20));
     }
     memtrace_record_history(NULL);
+    if (wanted(only, "ratio"))
+        ratio(n / 4);
     if (wanted(only, "clock")) {
         long k = n * 5;
         uint64_t sum = 0, c0 = cpu_ns();
