@@ -113,7 +113,8 @@ struct cu_mem_alloc_node_params {
     X(cuCtxGetDevice)                                                                              \
     X(cuCtxGetCurrent)                                                                             \
     X(cuCtxSetCurrent)                                                                             \
-    X(cuStreamSynchronize)
+    X(cuStreamSynchronize)                                                                         \
+    X(cuThreadExchangeStreamCaptureMode)
 
 #define X_ENUM(name) S_##name,
 enum { CU_SYMBOLS(X_ENUM) CU_HELPERS(X_ENUM) S_COUNT };
@@ -199,6 +200,12 @@ int mt_cu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
         CUresult (*set)(CUcontext) = (CUresult(*)(CUcontext))real(S_cuCtxSetCurrent);
         if (set == NULL || set(c) != CUDA_SUCCESS)
             return -1;
+        /* Relaxed: in the default (global) mode, a query from this thread while the
+         * program captures a CUDA graph on another could invalidate the capture. */
+        CUresult (*mode)(int *) = (CUresult(*)(int *))real(S_cuThreadExchangeStreamCaptureMode);
+        int relaxed = 2; /* CU_STREAM_CAPTURE_MODE_RELAXED */
+        if (mode != NULL)
+            mode(&relaxed);
         bound = c;
     }
     CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))real(S_cuMemGetInfo_v2);

@@ -35,8 +35,13 @@ tests_interpose_getproc_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
 tests_interpose_getproc_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_tests_interpose_getproc_t_DEPENDENCIES = $(IP_TEST_DEPS) tests/interpose/getproc_prog
 
-check_PROGRAMS += tests/interpose/threads-t tests/interpose/fork-t tests/interpose/kill-t
-TESTS += tests/interpose/threads-t tests/interpose/fork-t tests/interpose/kill-t
+check_PROGRAMS += tests/interpose/threads-t tests/interpose/fork-t tests/interpose/kill-t \
+	tests/interpose/sampler-t
+TESTS += tests/interpose/threads-t tests/interpose/fork-t tests/interpose/kill-t \
+	tests/interpose/sampler-t
+tests_interpose_sampler_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_sampler_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_sampler_t_DEPENDENCIES = $(IP_TEST_DEPS)
 tests_interpose_threads_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
 tests_interpose_threads_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_tests_interpose_threads_t_DEPENDENCIES = $(IP_TEST_DEPS)

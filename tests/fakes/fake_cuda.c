@@ -173,6 +173,7 @@ enum {
     X(cuDeviceGetMemPool) \
     X(cuMemGetInfo_v2) \
     X(cuMemGetInfo) \
+    X(cuThreadExchangeStreamCaptureMode) \
     X(cuPointerGetAttribute) \
     X(cuMemGetAllocationGranularity) \
     X(cuMemCreate) \
@@ -995,9 +996,35 @@ EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
     return get_pool(pool, dev);
 }
 
+/* Stream capture interaction mode per thread: 0 global (the default), 1 thread
+ * local, 2 relaxed. A real driver lets a thread in global mode invalidate another
+ * thread's capture by an unsafe call; the fake counts cuMemGetInfo_v2 calls made
+ * outside relaxed mode so tests can see a sampler keeps out of captures. */
+static __thread int fc_capture_mode;
+static atomic_llong fc_info_unrelaxed;
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode)
+{
+    HIT(cuThreadExchangeStreamCaptureMode);
+    if (!mode || *mode < 0 || *mode > 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    int old = fc_capture_mode;
+    fc_capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+EXPORT long long fake_cuda_info_calls_unrelaxed(void);
+EXPORT long long fake_cuda_info_calls_unrelaxed(void)
+{
+    return atomic_load(&fc_info_unrelaxed);
+}
+
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     HIT(cuMemGetInfo_v2);
+    if (fc_capture_mode != 2)
+        atomic_fetch_add(&fc_info_unrelaxed, 1);
     REQUIRE_INIT();
     int dev = current_dev();
     if (dev < 0)
@@ -1755,6 +1782,7 @@ static const struct {
     P(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity),
     P(cuMemGetInfo, 3020, cuMemGetInfo_v2),
     P(cuMemGetInfo, 2000, cuMemGetInfo),
+    P(cuThreadExchangeStreamCaptureMode, 10010, cuThreadExchangeStreamCaptureMode),
     P(cuPointerGetAttribute, 4000, cuPointerGetAttribute),
     P(cuStreamCreate, 2000, cuStreamCreate),
     P(cuStreamDestroy, 4000, cuStreamDestroy_v2),

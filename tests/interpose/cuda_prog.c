@@ -325,6 +325,24 @@ static int stacks(void)
     return 0;
 }
 
+long long fake_cuda_info_calls_unrelaxed(void);
+
+/* Holds 3 MiB for ms milliseconds, frees it, waits ms/2 more: long enough for the
+ * sampler to see both. Prints the pointer, the fake's calls, and how many of its
+ * cuMemGetInfo_v2 calls came from a thread outside relaxed capture mode. */
+static int hold(int ms)
+{
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 3u << 20));
+    printf("P %llu\n", (unsigned long long)p);
+    usleep((useconds_t)ms * 1000);
+    CHECK(cuMemFree_v2(p));
+    usleep((useconds_t)ms * 500);
+    counts();
+    printf("U %lld\n", fake_cuda_info_calls_unrelaxed());
+    return 0;
+}
+
 /* No device calls at all: the preload must cost nothing and write nothing. */
 static int quiet(int n)
 {
@@ -349,6 +367,8 @@ int main(int argc, char **argv)
         return killme(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(mode, "stacks") == 0)
         return stacks();
+    if (strcmp(mode, "hold") == 0 && argc > 2)
+        return hold(atoi(argv[2]));
     fprintf(stderr, "cuda_prog: unknown mode %s\n", mode);
     return 2;
 }
