@@ -382,19 +382,23 @@ static CUresult cuMemHostAlloc_w(void **pp, size_t bytesize, unsigned flags)
     return r;
 }
 
-static CUresult cuMemFreeHost_w(void *p)
-{
-    SRC(cuMemFreeHost);
-    __typeof__(&cuMemFreeHost_w) f = REAL(cuMemFreeHost);
-    if (f == NULL)
-        return CUDA_ERROR_NOT_FOUND;
-    if (p == NULL || !mt_ip_enter())
-        return f(p);
-    record_free(src, &src_id, -1, 0, (uint64_t)(uintptr_t)p);
-    CUresult r = f(p);
-    mt_ip_leave();
-    return r;
-}
+/* Pinned host memory given back: recorded (device -1) before the call. */
+#define HOST_FREE(name)                                                                            \
+    static CUresult name##_w(void *p)                                                              \
+    {                                                                                              \
+        SRC(name);                                                                                 \
+        __typeof__(&name##_w) f = REAL(name);                                                      \
+        if (f == NULL)                                                                             \
+            return CUDA_ERROR_NOT_FOUND;                                                           \
+        if (p == NULL || !mt_ip_enter())                                                           \
+            return f(p);                                                                           \
+        record_free(src, &src_id, -1, 0, (uint64_t)(uintptr_t)p);                                  \
+        CUresult r = f(p);                                                                         \
+        mt_ip_leave();                                                                             \
+        return r;                                                                                  \
+    }
+
+HOST_FREE(cuMemFreeHost)
 
 static CUresult cuMemHostRegister_v2_w(void *p, size_t bytesize, unsigned flags)
 {
@@ -411,19 +415,7 @@ static CUresult cuMemHostRegister_v2_w(void *p, size_t bytesize, unsigned flags)
     return r;
 }
 
-static CUresult cuMemHostUnregister_w(void *p)
-{
-    SRC(cuMemHostUnregister);
-    __typeof__(&cuMemHostUnregister_w) f = REAL(cuMemHostUnregister);
-    if (f == NULL)
-        return CUDA_ERROR_NOT_FOUND;
-    if (p == NULL || !mt_ip_enter())
-        return f(p);
-    record_free(src, &src_id, -1, 0, (uint64_t)(uintptr_t)p);
-    CUresult r = f(p);
-    mt_ip_leave();
-    return r;
-}
+HOST_FREE(cuMemHostUnregister)
 
 #define ALLOC_ASYNC(name, stream_of)                                                               \
     static CUresult name##_w(CUdeviceptr *dptr, size_t bytesize, CUstream s)                       \

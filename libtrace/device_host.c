@@ -344,24 +344,35 @@ static int host_release(struct memtrace_device *d, uint64_t addr, size_t size)
     return 0;
 }
 
+/* The reservation holding [addr, addr + size) whose granules there are all mapped
+ * (mapped = 1) or all unmapped (0), with the first granule's index; NULL if the
+ * range is misaligned, outside every reservation or mixed. Called with h->lock. */
+static struct host_resv *granules(struct host_dev *h, uint64_t addr, size_t size, uint8_t mapped,
+                                  size_t *first)
+{
+    if (size == 0 || size % HOST_GRANULARITY || addr % HOST_GRANULARITY)
+        return NULL;
+    struct host_resv *r = find_resv(h, addr, size);
+    if (!r)
+        return NULL;
+    *first = (addr - r->addr) / HOST_GRANULARITY;
+    for (size_t i = *first; i < *first + size / HOST_GRANULARITY; i++)
+        if (r->mapped[i] != mapped)
+            return NULL;
+    return r;
+}
+
 static int host_map(struct memtrace_device *d, uint64_t addr, size_t size)
 {
     struct host_dev *h = d->impl;
-    if (size == 0 || size % HOST_GRANULARITY || addr % HOST_GRANULARITY)
-        return MEMTRACE_EINVAL;
     int rc = 0;
+    size_t first, n = size / HOST_GRANULARITY;
     pthread_mutex_lock(&h->lock);
-    struct host_resv *r = find_resv(h, addr, size);
+    struct host_resv *r = granules(h, addr, size, 0, &first);
     if (!r) {
         rc = MEMTRACE_EINVAL;
         goto out;
     }
-    size_t first = (addr - r->addr) / HOST_GRANULARITY, n = size / HOST_GRANULARITY;
-    for (size_t i = first; i < first + n; i++)
-        if (r->mapped[i]) {
-            rc = MEMTRACE_EINVAL;
-            goto out;
-        }
     if (size > h->capacity - h->used) {
         rc = MEMTRACE_EOOM;
         goto out;
@@ -382,21 +393,14 @@ out:
 static int host_unmap(struct memtrace_device *d, uint64_t addr, size_t size)
 {
     struct host_dev *h = d->impl;
-    if (size == 0 || size % HOST_GRANULARITY || addr % HOST_GRANULARITY)
-        return MEMTRACE_EINVAL;
     int rc = 0;
+    size_t first, n = size / HOST_GRANULARITY;
     pthread_mutex_lock(&h->lock);
-    struct host_resv *r = find_resv(h, addr, size);
+    struct host_resv *r = granules(h, addr, size, 1, &first);
     if (!r) {
         rc = MEMTRACE_EINVAL;
         goto out;
     }
-    size_t first = (addr - r->addr) / HOST_GRANULARITY, n = size / HOST_GRANULARITY;
-    for (size_t i = first; i < first + n; i++)
-        if (!r->mapped[i]) {
-            rc = MEMTRACE_EINVAL;
-            goto out;
-        }
     /* A fresh PROT_NONE mapping drops the pages, so the memory really goes back. */
     if (mmap((void *)(uintptr_t)addr, size, PROT_NONE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
