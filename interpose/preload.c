@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -387,8 +388,10 @@ static int do_start(void)
         o.stream_path = cfg.output;
         int rc = memtrace_record_history(&o);
         if (rc != 0) {
+            /* For EIO the recorder keeps errno: "no such file or directory" says what
+             * to fix where "input/output error" does not. */
             mt_log("cannot record to %s: %s; recording is off for this process", cfg.output,
-                   memtrace_strerror(rc));
+                   rc == MEMTRACE_EIO && errno != 0 ? strerror(errno) : memtrace_strerror(rc));
             return ST_OFF;
         }
         owner = 1;

@@ -91,10 +91,31 @@ static void bad_value(const char *var, const char *value)
     free(out);
 }
 
+/* An output folder that does not exist: one line naming the file and the reason,
+ * and the program runs to the end unrecorded. */
+static void unwritable(void)
+{
+    char err_path[400];
+    snprintf(err_path, sizeof err_path, "%s/unwritable.err", h_tmpdir);
+    setenv("MEMTRACE_OUTPUT", "/nonexistent-memtrace-dir/x.memtrace", 1);
+    char *argv[] = {PROG_DIR "/cuda_prog", "driver", NULL};
+    char *out;
+    int st = h_run(argv, 1, &out, err_path);
+    unsetenv("MEMTRACE_OUTPUT");
+    char *err = h_slurp_file(err_path);
+    is_string("memtrace: cannot record to /nonexistent-memtrace-dir/x.memtrace: No such file or "
+              "directory; recording is off for this process\n",
+              err, "an unwritable output: one line with the reason");
+    ok(st == 0 && strstr(out, "C cuMemAlloc_v2 1\n") != NULL, "and the program runs to the end");
+    free(err);
+    free(out);
+}
+
 int main(void)
 {
     h_setup();
-    plan(25);
+    plan(27);
+    unwritable();
     unit();
     bad_value("MEMTRACE_STACKS", "deep");
     bad_value("MEMTRACE_STACKS", "129");
