@@ -26,26 +26,6 @@ static void parse_addrs(const char *out, struct got *g)
     }
 }
 
-static long long line_value(const char *out, char kind, const char *name)
-{
-    char key[80];
-    snprintf(key, sizeof key, "%c %s ", kind, name);
-    for (const char *p = out; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncmp(p, key, strlen(key)) == 0)
-            return atoll(p + strlen(key));
-    return -100;
-}
-
-static size_t count_src(const struct h_file *f, int action, const char *src)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        const char *s = memtrace_reader_string(f->r, f->ev[i].source);
-        n += (action < 0 || f->ev[i].action == action) && s != NULL && strcmp(s, src) == 0;
-    }
-    return n;
-}
-
 /* Every address the program got is the next alloc event's and lies in a segment
  * the allocator recorded. */
 static void check_addresses(const struct h_file *f, const struct got *g, const char *what)
@@ -89,32 +69,33 @@ static void test_loop(void)
     is_int(1010, (long long)g.n, "loop: 1000 + 10 allocations made");
     /* 200 live 1 MiB blocks fill 100 small-pool segments, reused by later rounds;
      * 10 blocks of 4 MiB on the stream fill two 20 MiB large-pool segments. */
-    is_int(102, line_value(out, 'C', "cuMemAlloc_v2"), "loop: the driver allocated 102 segments");
-    is_int(0, line_value(out, 'C', "cuMemAllocAsync"), "loop: no cuMemAllocAsync reached it");
-    is_int(0, line_value(out, 'C', "cuMemFreeAsync"), "loop: no cuMemFreeAsync reached it");
-    is_int(10, line_value(out, 'C', "cuStreamSynchronize"),
+    is_int(102, h_line_value(out, 'C', "cuMemAlloc_v2"), "loop: the driver allocated 102 segments");
+    is_int(0, h_line_value(out, 'C', "cuMemAllocAsync"), "loop: no cuMemAllocAsync reached it");
+    is_int(0, h_line_value(out, 'C', "cuMemFreeAsync"), "loop: no cuMemFreeAsync reached it");
+    is_int(10, h_line_value(out, 'C', "cuStreamSynchronize"),
            "loop: each cuMemFreeAsync waited for its stream");
-    is_int(2, line_value(out, 'C', "cuMemFree_v2"),
+    is_int(2, h_line_value(out, 'C', "cuMemFree_v2"),
            "loop: cuMemFree_v2 reached the driver only for the two foreign pointers");
-    is_int(0, line_value(out, 'R', "cuMemFree_v2(pitched)"), "loop: pitched memory freed");
-    is_int(1, line_value(out, 'R', "cuMemFree_v2(old)"),
+    is_int(0, h_line_value(out, 'R', "cuMemFree_v2(pitched)"), "loop: pitched memory freed");
+    is_int(1, h_line_value(out, 'R', "cuMemFree_v2(old)"),
            "loop: the driver's own answer for an old-ABI pointer comes back");
-    is_int(0, line_value(out, 'R', "cuMemFree(old)"), "loop: and cuMemFree frees it");
-    is_int(1, line_value(out, 'R', "context-kept"), "loop: the program's context stays current");
+    is_int(0, h_line_value(out, 'R', "cuMemFree(old)"), "loop: and cuMemFree frees it");
+    is_int(1, h_line_value(out, 'R', "context-kept"), "loop: the program's context stays current");
 
     is_int(0, f.rc, "loop: file read without error");
     is_int(1010, (long long)h_count(&f, MEMTRACE_ALLOC), "loop: 1010 alloc events");
     is_int(1010, (long long)h_count(&f, MEMTRACE_FREE_REQUESTED), "loop: 1010 free_requested");
     is_int(1010, (long long)h_count(&f, MEMTRACE_FREE_COMPLETED), "loop: 1010 free_completed");
-    is_int(102, (long long)count_src(&f, MEMTRACE_SEGMENT_ALLOC, "caching_allocator"),
+    is_int(102, (long long)h_count_src(&f, MEMTRACE_SEGMENT_ALLOC, "caching_allocator"),
            "loop: 102 segment_alloc events from the allocator");
     is_int(103, (long long)h_count(&f, MEMTRACE_SEGMENT_ALLOC),
            "loop: plus the pitched allocation, nothing else");
     is_int(0,
-           (long long)(count_src(&f, -1, "cuMemAlloc_v2") + count_src(&f, -1, "cuMemAllocAsync") +
-                       count_src(&f, -1, "cuMemFreeAsync")),
+           (long long)(h_count_src(&f, -1, "cuMemAlloc_v2") +
+                       h_count_src(&f, -1, "cuMemAllocAsync") +
+                       h_count_src(&f, -1, "cuMemFreeAsync")),
            "loop: no event sourced from the wrapped allocation calls");
-    is_int(2, (long long)count_src(&f, MEMTRACE_SEGMENT_FREE, "cuMemFree_v2"),
+    is_int(2, (long long)h_count_src(&f, MEMTRACE_SEGMENT_FREE, "cuMemFree_v2"),
            "loop: the two foreign frees recorded as the interposer does");
     size_t async = 0, streamed = 0;
     for (size_t i = 0; i < f.n; i++)
@@ -137,11 +118,12 @@ static void test_oom(void)
     int st = run_prog("oom", "oom", &out, &f);
     unsetenv("FAKE_CUDA_MEMORY");
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "oom: the program runs to its end");
-    is_int(2, line_value(out, 'R', "big"), "oom: 64 MiB on 8 MiB returns CUDA_ERROR_OUT_OF_MEMORY");
-    is_int(0, line_value(out, 'R', "small"), "oom: 1 MiB afterwards succeeds");
+    is_int(2, h_line_value(out, 'R', "big"),
+           "oom: 64 MiB on 8 MiB returns CUDA_ERROR_OUT_OF_MEMORY");
+    is_int(0, h_line_value(out, 'R', "small"), "oom: 1 MiB afterwards succeeds");
     /* The first try, the retry after freeing the cache, and the small segment. */
-    is_int(3, line_value(out, 'C', "cuMemAlloc_v2"), "oom: the driver was asked three times");
-    is_int(1, (long long)count_src(&f, MEMTRACE_OOM, "caching_allocator"), "oom: one oom event");
+    is_int(3, h_line_value(out, 'C', "cuMemAlloc_v2"), "oom: the driver was asked three times");
+    is_int(1, (long long)h_count_src(&f, MEMTRACE_OOM, "caching_allocator"), "oom: one oom event");
     size_t i = 0;
     while (i < f.n && f.ev[i].action != MEMTRACE_OOM)
         i++;
@@ -160,9 +142,9 @@ static void test_conf(void)
     struct h_file f;
     setenv("MEMTRACE_ALLOC_CONF", "expandable_segments:True", 1);
     run_prog("loop", "expandable", &out, &f);
-    is_int(0, line_value(out, 'C', "cuMemAlloc_v2"),
+    is_int(0, h_line_value(out, 'C', "cuMemAlloc_v2"),
            "MEMTRACE_ALLOC_CONF=expandable_segments:True: no cuMemAlloc_v2 at all");
-    ok(line_value(out, 'C', "cuMemCreate") > 0, "it maps physical memory instead");
+    ok(h_line_value(out, 'C', "cuMemCreate") > 0, "it maps physical memory instead");
     is_int(1010, (long long)h_count(&f, MEMTRACE_ALLOC), "still 1010 alloc events");
     h_close(&f);
     free(out);
@@ -178,7 +160,7 @@ static void test_conf(void)
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(err, "MEMTRACE_ALLOC_CONF=no_such_key:1") &&
            strstr(err, "recording is off") && strchr(err, '\n') == err + strlen(err) - 1,
        "a bad MEMTRACE_ALLOC_CONF: one line naming it, the program runs on");
-    is_int(1000, line_value(out, 'C', "cuMemAlloc_v2"),
+    is_int(1000, h_line_value(out, 'C', "cuMemAlloc_v2"),
            "and its allocations went to the driver (1000 calls)");
     free(err);
     free(out);
@@ -208,7 +190,7 @@ static void test_run(void)
     int st = h_run(argv, 0, &out, err_path);
     unsetenv("LD_PRELOAD");
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memtrace run --caching: exit 0");
-    is_int(102, line_value(out, 'C', "cuMemAlloc_v2"), "memtrace run --caching: 102 segments");
+    is_int(102, h_line_value(out, 'C', "cuMemAlloc_v2"), "memtrace run --caching: 102 segments");
     char *err = h_slurp_file(err_path);
     const char *at = strstr(err, h_tmpdir);
     ok(at != NULL && strstr(err, " events, peak allocated ") != NULL &&
@@ -217,7 +199,7 @@ static void test_run(void)
     struct h_file f = {0};
     if (at != NULL && sscanf(at, "%399[^:]", path) == 1)
         h_read(&f, path);
-    is_int(102, (long long)count_src(&f, MEMTRACE_SEGMENT_ALLOC, "caching_allocator"),
+    is_int(102, (long long)h_count_src(&f, MEMTRACE_SEGMENT_ALLOC, "caching_allocator"),
            "memtrace run --caching: the allocator's 102 segments in the file");
     h_close(&f);
     free(err);

@@ -3,30 +3,6 @@
  * source, reaches the real function once, and its stack names the caller. */
 #include "harness.h"
 
-struct want {
-    char action[32], source[64];
-    unsigned long long addr, size;
-    int device;
-};
-
-static size_t parse_wants(const char *out, struct want *w, size_t max)
-{
-    size_t n = 0;
-    for (const char *p = out; p && *p && n < max; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (sscanf(p, "E %31s %63s %llx %llu %d", w[n].action, w[n].source, &w[n].addr, &w[n].size,
-                   &w[n].device) == 5)
-            n++;
-    return n;
-}
-
-static long long calls(const char *out, const char *sym)
-{
-    char key[128];
-    snprintf(key, sizeof key, "\nC %s ", sym);
-    const char *p = strstr(out, key);
-    return p ? atoll(p + strlen(key)) : -1;
-}
-
 static char *find_file(const char *prefix)
 {
     static char path[600];
@@ -52,8 +28,8 @@ static void test_driver(void)
     int st = h_run(argv, 1, &out, NULL);
     is_int(0, st, "driver program exits 0 under the preload");
 
-    struct want w[64];
-    size_t nw = parse_wants(out, w, 64);
+    struct h_want w[64];
+    size_t nw = h_parse_wants(out, w, 64);
     is_int(29, (long long)nw, "the program reports 29 wrapped calls");
 
     struct h_file f;
@@ -120,7 +96,7 @@ static void test_driver(void)
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof want_calls / sizeof want_calls[0]; i++) {
-        long long got = calls(out, want_calls[i].sym);
+        long long got = h_line_value(out, 'C', want_calls[i].sym);
         if (got != want_calls[i].n) {
             diag("%s reached the driver %lld times, wanted %lld", want_calls[i].sym, got,
                  want_calls[i].n);
@@ -142,8 +118,8 @@ static void test_stacks(const char *stacks, int want_named)
     int st = h_run(argv, 1, &out, NULL);
     unsetenv("MEMTRACE_STACKS");
     is_int(0, st, "stacks program exits 0 (MEMTRACE_STACKS=%s)", stacks);
-    struct want w[4];
-    size_t nw = parse_wants(out, w, 4);
+    struct h_want w[4];
+    size_t nw = h_parse_wants(out, w, 4);
     char prefix[64];
     snprintf(prefix, sizeof prefix, "stacks%s-", stacks);
     struct h_file f;

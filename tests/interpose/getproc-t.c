@@ -3,14 +3,6 @@
  * query reaches the variant (ABI version, per-thread stream) it asked for. */
 #include "harness.h"
 
-static long long calls(const char *out, const char *sym)
-{
-    char key[128];
-    snprintf(key, sizeof key, "\nC %s ", sym);
-    const char *p = strstr(out, key);
-    return p ? atoll(p + strlen(key)) : -1;
-}
-
 int main(void)
 {
     h_setup();
@@ -56,13 +48,14 @@ int main(void)
     ok(f.n == 6 && f.ev[1].stream == 2, "the per-thread variant records the per-thread stream");
     ok(f.n == 6 && f.ev[2].stream == 0, "the legacy variant records stream 0");
     h_close(&f);
-    is_int(1, calls(out, "cuMemAlloc_v2"), "cuMemAlloc_v2 reached once");
-    is_int(1, calls(out, "cuMemAlloc"), "the 32-bit cuMemAlloc reached once, unwrapped");
-    is_int(1, calls(out, "cuMemFree_v2"), "cuMemFree_v2 reached once");
-    is_int(1, calls(out, "cuMemAllocAsync_ptsz"), "cuMemAllocAsync_ptsz reached once");
-    is_int(1, calls(out, "cuMemAllocAsync"), "cuMemAllocAsync reached once");
-    is_int(1, calls(out, "cuMemFreeAsync_ptsz"), "cuMemFreeAsync_ptsz reached once");
-    is_int(1, calls(out, "cuMemFreeAsync"), "cuMemFreeAsync reached once");
+    is_int(1, h_line_value(out, 'C', "cuMemAlloc_v2"), "cuMemAlloc_v2 reached once");
+    is_int(1, h_line_value(out, 'C', "cuMemAlloc"),
+           "the 32-bit cuMemAlloc reached once, unwrapped");
+    is_int(1, h_line_value(out, 'C', "cuMemFree_v2"), "cuMemFree_v2 reached once");
+    is_int(1, h_line_value(out, 'C', "cuMemAllocAsync_ptsz"), "cuMemAllocAsync_ptsz reached once");
+    is_int(1, h_line_value(out, 'C', "cuMemAllocAsync"), "cuMemAllocAsync reached once");
+    is_int(1, h_line_value(out, 'C', "cuMemFreeAsync_ptsz"), "cuMemFreeAsync_ptsz reached once");
+    is_int(1, h_line_value(out, 'C', "cuMemFreeAsync"), "cuMemFreeAsync reached once");
     free(out);
     h_cleanup();
     return exit_status();

@@ -209,6 +209,46 @@ static size_t h_count(const struct h_file *f, int action)
     return n;
 }
 
+/* Events of one source (an API name, or "caching_allocator"); action < 0: any. */
+static size_t h_count_src(const struct h_file *f, int action, const char *src)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const char *s = memtrace_reader_string(f->r, f->ev[i].source);
+        n += (action < 0 || f->ev[i].action == action) && s != NULL && strcmp(s, src) == 0;
+    }
+    return n;
+}
+
+/* The programs under test print lines "TAG NAME VALUE" (the fake driver's call
+ * counters are "C symbol calls"): the value of the first such line, -1 if none. */
+static long long h_line_value(const char *out, char tag, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%c %s ", tag, name);
+    for (const char *p = out; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, key, strlen(key)) == 0)
+            return atoll(p + strlen(key));
+    return -1;
+}
+
+/* The events a program says it expects: "E action source addr(hex) size device". */
+struct h_want {
+    char action[32], source[64];
+    unsigned long long addr, size;
+    int device;
+};
+
+static size_t h_parse_wants(const char *out, struct h_want *w, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = out; p && *p && n < max; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (sscanf(p, "E %31s %63s %llx %llu %d", w[n].action, w[n].source, &w[n].addr, &w[n].size,
+                   &w[n].device) == 5)
+            n++;
+    return n;
+}
+
 /* Number of files in the temporary directory whose name starts with prefix. */
 static int h_count_files(const char *prefix)
 {

@@ -5,26 +5,6 @@
  * and the preload starts the file when the library first looks the driver up. */
 #include "harness.h"
 
-static long long line_value(const char *out, char kind, const char *name)
-{
-    char key[80];
-    snprintf(key, sizeof key, "%c %s ", kind, name);
-    for (const char *p = out; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncmp(p, key, strlen(key)) == 0)
-            return atoll(p + strlen(key));
-    return -100;
-}
-
-static size_t count_src(const struct h_file *f, int action, const char *src)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < f->n; i++) {
-        const char *s = memtrace_reader_string(f->r, f->ev[i].source);
-        n += (action < 0 || f->ev[i].action == action) && s != NULL && strcmp(s, src) == 0;
-    }
-    return n;
-}
-
 int main(void)
 {
     h_setup();
@@ -40,19 +20,20 @@ int main(void)
     int st = h_run(argv, 1, &out, NULL);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the program runs to its end");
     /* 50 x 1 MiB share 25 small segments; 3 x 30 MiB get one segment each. */
-    is_int(28, line_value(out, 'C', "cuMemAlloc_v2"), "the driver allocated 28 segments");
-    is_int(28, line_value(out, 'S', "num_device_alloc"), "as the allocator counts");
-    is_int(28, line_value(out, 'C', "cuMemFree_v2"), "empty_cache freed all 28");
+    is_int(28, h_line_value(out, 'C', "cuMemAlloc_v2"), "the driver allocated 28 segments");
+    is_int(28, h_line_value(out, 'S', "num_device_alloc"), "as the allocator counts");
+    is_int(28, h_line_value(out, 'C', "cuMemFree_v2"), "empty_cache freed all 28");
 
     struct h_file f;
     h_read(&f, path);
     is_int(0, f.rc, "the preload wrote a file the reader reads");
     is_int(28, (long long)h_count(&f, MEMTRACE_SEGMENT_ALLOC), "exactly 28 segment_alloc events");
-    is_int(28, (long long)count_src(&f, MEMTRACE_SEGMENT_ALLOC, "caching_allocator"),
+    is_int(28, (long long)h_count_src(&f, MEMTRACE_SEGMENT_ALLOC, "caching_allocator"),
            "all of them from the allocator");
-    is_int(28, (long long)count_src(&f, MEMTRACE_SEGMENT_FREE, "caching_allocator"),
+    is_int(28, (long long)h_count_src(&f, MEMTRACE_SEGMENT_FREE, "caching_allocator"),
            "28 segment_free events, from the allocator");
-    is_int(0, (long long)(count_src(&f, -1, "cuMemAlloc_v2") + count_src(&f, -1, "cuMemFree_v2")),
+    is_int(0,
+           (long long)(h_count_src(&f, -1, "cuMemAlloc_v2") + h_count_src(&f, -1, "cuMemFree_v2")),
            "no event recorded by the driver wrappers");
     is_int(53, (long long)h_count(&f, MEMTRACE_ALLOC), "53 alloc events");
     is_int(53, (long long)h_count(&f, MEMTRACE_FREE_REQUESTED), "53 free_requested events");

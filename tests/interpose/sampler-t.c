@@ -4,14 +4,6 @@
  * invalidate a CUDA graph the program is capturing. */
 #include "harness.h"
 
-static long long line_value(const char *out, char tag, const char *name)
-{
-    char want[128];
-    snprintf(want, sizeof want, "%c %s ", tag, name);
-    const char *at = strstr(out, want);
-    return at ? atoll(at + strlen(want)) : -1;
-}
-
 int main(void)
 {
     h_setup();
@@ -52,7 +44,7 @@ int main(void)
     ok(holding >= 5, "samples while held show exactly 3 MiB used (%zu)", holding);
     ok(after >= 2, "samples after the free show 0 used (%zu)", after);
     is_int((long long)samples, (long long)rss, "every sample carries the process RSS");
-    ok(line_value(out, 'C', "cuMemGetInfo_v2") >= (long long)samples,
+    ok(h_line_value(out, 'C', "cuMemGetInfo_v2") >= (long long)samples,
        "the samples came from the driver's cuMemGetInfo_v2");
     const char *u = strstr(out, "\nU ");
     is_int(0, u ? atoll(u + 3) : -1, "no cuMemGetInfo_v2 outside relaxed capture mode");

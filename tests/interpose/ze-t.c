@@ -11,30 +11,6 @@ int main(void)
     skip_all("built without the Level Zero loader (install libze-dev libze1)");
 }
 #else
-struct want {
-    char action[32], source[64];
-    unsigned long long addr, size;
-    int device;
-};
-
-static size_t parse_wants(const char *out, struct want *w, size_t max)
-{
-    size_t n = 0;
-    for (const char *p = out; p && *p && n < max; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (sscanf(p, "E %31s %63s %llx %llu %d", w[n].action, w[n].source, &w[n].addr, &w[n].size,
-                   &w[n].device) == 5)
-            n++;
-    return n;
-}
-
-static long long calls(const char *out, const char *sym)
-{
-    char key[128];
-    snprintf(key, sizeof key, "\nC %s ", sym);
-    const char *p = strstr(out, key);
-    return p ? atoll(p + strlen(key)) : -1;
-}
-
 static size_t count_source(const struct h_file *f, const char *source)
 {
     size_t n = 0;
@@ -69,8 +45,8 @@ int main(void)
         free(e);
     }
 
-    struct want w[64];
-    size_t nw = parse_wants(out, w, 64);
+    struct h_want w[64];
+    size_t nw = h_parse_wants(out, w, 64);
     is_int(20, (long long)nw, "the program reports 20 recorded calls");
 
     char path[600] = "";
@@ -122,7 +98,7 @@ int main(void)
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof want_calls / sizeof want_calls[0]; i++) {
-        long long got = calls(out, want_calls[i].sym);
+        long long got = h_line_value(out, 'C', want_calls[i].sym);
         if (got != want_calls[i].n) {
             diag("%s reached the driver %lld times, wanted %lld", want_calls[i].sym, got,
                  want_calls[i].n);

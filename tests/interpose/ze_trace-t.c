@@ -15,30 +15,6 @@ int main(void)
     skip_all("built without the Level Zero loader (install libze-dev libze1)");
 }
 #else
-struct want {
-    char action[32], source[64];
-    unsigned long long addr, size;
-    int device;
-};
-
-static size_t parse_wants(const char *out, struct want *w, size_t max)
-{
-    size_t n = 0;
-    for (const char *p = out; p && *p && n < max; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (sscanf(p, "E %31s %63s %llx %llu %d", w[n].action, w[n].source, &w[n].addr, &w[n].size,
-                   &w[n].device) == 5)
-            n++;
-    return n;
-}
-
-static long long calls(const char *out, const char *sym)
-{
-    char key[128];
-    snprintf(key, sizeof key, "\nC %s ", sym);
-    const char *p = strstr(out, key);
-    return p ? atoll(p + strlen(key)) : -1;
-}
-
 struct run {
     char *out, *err;
     int status;
@@ -94,8 +70,8 @@ static void run_free(struct run *r)
  * extra event as one each. */
 static int mismatches(const struct run *r)
 {
-    struct want w[64];
-    size_t nw = parse_wants(r->out, w, 64);
+    struct h_want w[64];
+    size_t nw = h_parse_wants(r->out, w, 64);
     int bad = nw > r->f.n ? (int)(nw - r->f.n) : (int)(r->f.n - nw);
     for (size_t i = 0; i < nw && i < r->f.n; i++) {
         const struct memtrace_event *ev = &r->f.ev[i];
@@ -170,8 +146,9 @@ int main(void)
     ok(same_events(&sym, &trc), "tracing and symbols routes: the same events, in order");
     is_int(0, (long long)(trc.f.r ? (long long)memtrace_reader_segment_count(trc.f.r) : -1),
            "tracing route: no live segment at exit");
-    is_int(7, calls(trc.out, "zeMemFree"), "tracing route: zeMemFree reached the driver 7 times");
-    is_int(1, calls(trc.out, "zePhysicalMemDestroy"),
+    is_int(7, h_line_value(trc.out, 'C', "zeMemFree"),
+           "tracing route: zeMemFree reached the driver 7 times");
+    is_int(1, h_line_value(trc.out, 'C', "zePhysicalMemDestroy"),
            "tracing route: zePhysicalMemDestroy reached the driver once");
     ok(strstr(trc.err, "memtrace") == NULL, "tracing route: nothing on stderr from memtrace");
 
