@@ -322,6 +322,12 @@ static void unwind_init(void)
 /* Frames of memtrace's own shared libraries that a capture may trim. */
 #define OWN_SLACK 8
 
+/* Unwinding costs per frame, and a capture keeps only max frames below the ones it
+ * drops (libunwind's, ours, memtrace's own): it unwinds max + skip + above_seen,
+ * the most frames it has ever had to drop, so in steady state it walks no frame it
+ * throws away. A capture that meets more than that keeps fewer frames, once. */
+static atomic_int above_seen = CAPTURE_SLACK;
+
 /* The executable ranges of memtrace's own shared objects (libmemtrace.so and
  * libmemtrace_preload.so): their frames at the top of a stack (the recorder, the
  * allocator's entry points, the interposer's wrappers) say nothing about where the
@@ -377,7 +383,8 @@ __attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip
         unwind_init();
     pthread_once(&own_once, own_init);
 
-    int want = max + skip + CAPTURE_SLACK + OWN_SLACK;
+    int above = atomic_load_explicit(&above_seen, memory_order_relaxed);
+    int want = max + skip + above;
     if (want > (int)MT_ARRAY_SIZE(buf))
         want = (int)MT_ARRAY_SIZE(buf);
     int got = unw_backtrace(buf, want);
@@ -400,6 +407,9 @@ __attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip
         own++;
     if (own < got) /* a stack entirely inside memtrace keeps its frames */
         first = own;
+    int dropped = own - skip; /* libunwind's frames, ours and memtrace's own */
+    if (dropped > above && dropped <= CAPTURE_SLACK + OWN_SLACK)
+        atomic_store_explicit(&above_seen, dropped, memory_order_relaxed);
     int n = got - first;
     if (n <= 0)
         return 0;

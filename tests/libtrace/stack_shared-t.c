@@ -20,9 +20,22 @@ static __attribute__((noinline)) uint64_t stack_shared_alloc_site(struct memtrac
     return x;
 }
 
+/* 20 frames deep, then 3 allocations: stacks are capped at the configured depth. */
+static __attribute__((noinline)) void deep_allocs(struct memtrace_allocator *a, int levels,
+                                                  uint64_t *x)
+{
+    if (levels > 0) {
+        deep_allocs(a, levels - 1, x);
+        __asm__ volatile("" ::: "memory");
+        return;
+    }
+    for (int i = 0; i < 3; i++)
+        x[i] = stack_shared_alloc_site(a);
+}
+
 int main(void)
 {
-    plan(6);
+    plan(8);
     char path[] = "/tmp/stack_shared-t-XXXXXX";
     close(mkstemp(path));
     struct memtrace_options o;
@@ -37,6 +50,33 @@ int main(void)
     is_int(0, memtrace_dump_snapshot(path), "dumped");
     memtrace_record_history(NULL);
     memtrace_alloc_free(a, x);
+
+    /* A capture unwinds only as far as it keeps, after learning how many frames it
+     * drops on top: from the second capture on, every stack has the full depth. */
+    char path8[] = "/tmp/stack_shared-t8-XXXXXX";
+    close(mkstemp(path8));
+    o.stack_depth = 8;
+    memtrace_record_history(&o);
+    uint64_t xs[3];
+    deep_allocs(a, 20, xs);
+    memtrace_dump_snapshot(path8);
+    memtrace_record_history(NULL);
+    for (int i = 0; i < 3; i++)
+        memtrace_alloc_free(a, xs[i]);
+    struct memtrace_reader *r8;
+    int depths[3] = {0}, nd = 0;
+    if (memtrace_reader_open(&r8, path8, NULL) == 0) {
+        struct memtrace_event e8;
+        uint32_t fr[16];
+        while (memtrace_reader_next(r8, &e8) == 1)
+            if (e8.action == MEMTRACE_ALLOC && nd < 3)
+                depths[nd++] = memtrace_reader_stack(r8, e8.stack, fr, 16);
+        memtrace_reader_close(r8);
+    }
+    unlink(path8);
+    is_int(3, nd, "three allocations 20 frames deep");
+    ok(depths[1] == 8 && depths[2] == 8, "they keep the full 8 frames (%d, %d, %d)", depths[0],
+       depths[1], depths[2]);
     memtrace_alloc_destroy(a);
     memtrace_device_close(d);
 
