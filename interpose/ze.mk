@@ -33,3 +33,4 @@ EXTRA_tests_interpose_ze_trace_t_DEPENDENCIES += tests/interpose/ze_prog \
 EXTRA_tests_interpose_ze_sysman_t_DEPENDENCIES += tests/interpose/ze_hold_prog $(FAKE_ZE_LIB)
 endif
 EXTRA_DIST += tests/interpose/ze_dl_prog.c tests/interpose/ze_hold_prog.c
+noinst_HEADERS += tests/interpose/ze_prog.h

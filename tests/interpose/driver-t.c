@@ -37,20 +37,7 @@ static void test_driver(void)
     is_int(0, f.rc, "file reads without error");
     is_int(0, f.truncated, "file is complete");
     is_int((long long)nw, (long long)f.n, "one event per wrapped call, nothing else");
-    int mismatches = 0;
-    for (size_t i = 0; i < nw && i < f.n; i++) {
-        const struct memtrace_event *e = &f.ev[i];
-        const char *src = memtrace_reader_string(f.r, e->source);
-        if (strcmp(memtrace_action_name(e->action), w[i].action) != 0 ||
-            strcmp(src, w[i].source) != 0 || e->addr != w[i].addr || e->size != w[i].size ||
-            e->device != w[i].device) {
-            diag("event %zu: got %s %s 0x%llx %llu %d, wanted %s %s 0x%llx %llu %d", i,
-                 memtrace_action_name(e->action), src, (unsigned long long)e->addr,
-                 (unsigned long long)e->size, e->device, w[i].action, w[i].source, w[i].addr,
-                 w[i].size, w[i].device);
-            mismatches++;
-        }
-    }
+    int mismatches = h_mismatches(&f, w, nw);
     is_int(0, mismatches, "action, source, address, size and device of every event");
 
     unsigned long long stream = 0;

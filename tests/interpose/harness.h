@@ -249,6 +249,27 @@ static size_t h_parse_wants(const char *out, struct h_want *w, size_t max)
     return n;
 }
 
+/* Events f[0..) that differ from the wanted w[0..nw) in action, source, address,
+ * size or device, compared pairwise as far as both go; each one is described. */
+static int h_mismatches(const struct h_file *f, const struct h_want *w, size_t nw)
+{
+    int bad = 0;
+    for (size_t i = 0; i < nw && i < f->n; i++) {
+        const struct memtrace_event *e = &f->ev[i];
+        const char *src = memtrace_reader_string(f->r, e->source);
+        if (strcmp(memtrace_action_name(e->action), w[i].action) != 0 ||
+            strcmp(src, w[i].source) != 0 || e->addr != w[i].addr || e->size != w[i].size ||
+            e->device != w[i].device) {
+            diag("event %zu: got %s %s 0x%llx %llu %d, wanted %s %s 0x%llx %llu %d", i,
+                 memtrace_action_name(e->action), src, (unsigned long long)e->addr,
+                 (unsigned long long)e->size, e->device, w[i].action, w[i].source, w[i].addr,
+                 w[i].size, w[i].device);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 /* Number of files in the temporary directory whose name starts with prefix. */
 static int h_count_files(const char *prefix)
 {

@@ -11,14 +11,6 @@ int main(void)
     skip_all("built without the Level Zero loader (install libze-dev libze1)");
 }
 #else
-static size_t count_source(const struct h_file *f, const char *source)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < f->n; i++)
-        n += strcmp(memtrace_reader_string(f->r, f->ev[i].source), source) == 0;
-    return n;
-}
-
 int main(void)
 {
     if (access(PRELOAD_SO, R_OK) != 0)
@@ -62,26 +54,13 @@ int main(void)
     is_int(0, f.rc, "file reads without error");
     is_int(0, f.truncated, "file is complete");
     is_int((long long)nw, (long long)f.n, "one event per wrapped call, nothing else");
-    int mismatches = 0;
-    for (size_t i = 0; i < nw && i < f.n; i++) {
-        const struct memtrace_event *ev = &f.ev[i];
-        const char *src = memtrace_reader_string(f.r, ev->source);
-        if (strcmp(memtrace_action_name(ev->action), w[i].action) != 0 ||
-            strcmp(src, w[i].source) != 0 || ev->addr != w[i].addr || ev->size != w[i].size ||
-            ev->device != w[i].device) {
-            diag("event %zu: got %s %s 0x%llx %llu %d, wanted %s %s 0x%llx %llu %d", i,
-                 memtrace_action_name(ev->action), src, (unsigned long long)ev->addr,
-                 (unsigned long long)ev->size, ev->device, w[i].action, w[i].source, w[i].addr,
-                 w[i].size, w[i].device);
-            mismatches++;
-        }
-    }
+    int mismatches = h_mismatches(&f, w, nw);
     is_int(0, mismatches, "action, source, address, size and device of every event");
-    is_int(3, (long long)count_source(&f, "zeMemAllocDevice"), "3 zeMemAllocDevice events");
-    is_int(2, (long long)count_source(&f, "zeMemAllocHost"), "2 zeMemAllocHost events");
-    is_int(2, (long long)count_source(&f, "zeMemAllocShared"), "2 zeMemAllocShared events");
-    is_int(6, (long long)count_source(&f, "zeMemFree"), "6 zeMemFree events");
-    is_int(1, (long long)count_source(&f, "zeMemFreeExt"), "1 zeMemFreeExt event");
+    is_int(3, (long long)h_count_src(&f, -1, "zeMemAllocDevice"), "3 zeMemAllocDevice events");
+    is_int(2, (long long)h_count_src(&f, -1, "zeMemAllocHost"), "2 zeMemAllocHost events");
+    is_int(2, (long long)h_count_src(&f, -1, "zeMemAllocShared"), "2 zeMemAllocShared events");
+    is_int(6, (long long)h_count_src(&f, -1, "zeMemFree"), "6 zeMemFree events");
+    is_int(1, (long long)h_count_src(&f, -1, "zeMemFreeExt"), "1 zeMemFreeExt event");
     is_int(7, (long long)h_count(&f, MEMTRACE_SEGMENT_FREE),
            "7 segment_free of memory (the physical handle is a mark)");
     is_int(0, (long long)memtrace_reader_segment_count(f.r), "no live segment at exit");

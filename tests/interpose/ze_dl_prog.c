@@ -12,24 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <level_zero/ze_api.h>
+#define ZE_PROG_NO_EXPORTS /* it must not name the loader's symbols */
+#include "ze_prog.h"
 #include <level_zero/ze_ddi.h>
-
-static void expect(const char *action, const char *source, const void *addr, size_t size,
-                   int device)
-{
-    printf("E %s %s %llx %zu %d\n", action, source, (unsigned long long)(uintptr_t)addr, size,
-           device);
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        ze_result_t rc_ = (call);                                                                  \
-        if (rc_ != ZE_RESULT_SUCCESS) {                                                            \
-            fprintf(stderr, "%s failed: %#x\n", #call, (unsigned)rc_);                             \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static void *sym(void *lib, const char *name)
 {
@@ -74,10 +59,7 @@ int main(void)
     ze_device_handle_t dev[2];
     n = 2;
     CHECK(device_get(drv, &n, dev));
-    if (n != 2) {
-        fprintf(stderr, "need two devices (FAKE_ZE_DEVICES=2)\n");
-        return 1;
-    }
+    need_two_devices(n);
     ze_context_desc_t cd = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
     ze_context_handle_t ctx;
     CHECK(context_create(drv, &cd, &ctx));

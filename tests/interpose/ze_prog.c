@@ -10,40 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <level_zero/ze_api.h>
-
-static void expect(const char *action, const char *source, const void *addr, size_t size,
-                   int device)
-{
-    printf("E %s %s %llx %zu %d\n", action, source, (unsigned long long)(uintptr_t)addr, size,
-           device);
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        ze_result_t rc_ = (call);                                                                  \
-        if (rc_ != ZE_RESULT_SUCCESS) {                                                            \
-            fprintf(stderr, "%s failed: %#x\n", #call, (unsigned)rc_);                             \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "ze_prog.h"
 
 int main(void)
 {
-    CHECK(zeInit(0));
-    uint32_t n = 1;
     ze_driver_handle_t drv;
-    CHECK(zeDriverGet(&n, &drv));
     ze_device_handle_t dev[2];
-    n = 2;
-    CHECK(zeDeviceGet(drv, &n, dev));
-    if (n != 2) {
-        fprintf(stderr, "need two devices (FAKE_ZE_DEVICES=2)\n");
-        return 1;
-    }
-    ze_context_desc_t cd = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
     ze_context_handle_t ctx;
-    CHECK(zeContextCreate(drv, &cd, &ctx));
+    two_device_context(&drv, dev, &ctx);
     ze_device_mem_alloc_desc_t dd = {.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
     ze_host_mem_alloc_desc_t hd = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
 

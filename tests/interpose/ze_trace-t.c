@@ -73,20 +73,7 @@ static int mismatches(const struct run *r)
     struct h_want w[64];
     size_t nw = h_parse_wants(r->out, w, 64);
     int bad = nw > r->f.n ? (int)(nw - r->f.n) : (int)(r->f.n - nw);
-    for (size_t i = 0; i < nw && i < r->f.n; i++) {
-        const struct memtrace_event *ev = &r->f.ev[i];
-        const char *src = memtrace_reader_string(r->f.r, ev->source);
-        if (strcmp(memtrace_action_name(ev->action), w[i].action) != 0 ||
-            strcmp(src, w[i].source) != 0 || ev->addr != w[i].addr || ev->size != w[i].size ||
-            ev->device != w[i].device) {
-            diag("event %zu: got %s %s 0x%llx %llu %d, wanted %s %s 0x%llx %llu %d", i,
-                 memtrace_action_name(ev->action), src, (unsigned long long)ev->addr,
-                 (unsigned long long)ev->size, ev->device, w[i].action, w[i].source, w[i].addr,
-                 w[i].size, w[i].device);
-            bad++;
-        }
-    }
-    return bad;
+    return bad + h_mismatches(&r->f, w, nw);
 }
 
 /* Physical memory handles are the fake's heap addresses, different in each
