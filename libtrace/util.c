@@ -38,19 +38,11 @@ static uint64_t mono_ns(void)
  * published like a seqlock; a reader whose slot was reused reads the TSC again. */
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
 #define HAVE_TSC 1
-static inline uint64_t tsc_read(void)
-{
-    return __rdtsc();
-}
 #else
 #define HAVE_TSC 0
-static inline uint64_t tsc_read(void)
-{
-    return 0;
-}
 #endif
+#define tsc_read mt_tsc_read
 
 #define TSC_SLOTS   4
 #define TSC_UNSET   UINT64_MAX
@@ -72,6 +64,8 @@ static struct {
     uint64_t end_ns;            /* where the latest segment ends */
     struct tsc_slot slot[TSC_SLOTS];
 } C;
+
+struct mt_clock_fast mt_clock_fast = {.seq = 1};
 
 #define RELAXED memory_order_relaxed
 
@@ -126,6 +120,16 @@ static void slot_publish(uint64_t seg, uint64_t tsc0, uint64_t ns0, uint64_t mul
     atomic_store_explicit(&s->mult, mult, RELAXED);
     atomic_store_explicit(&s->seg, seg, memory_order_release);
     atomic_store_explicit(&C.latest, seg, memory_order_release);
+    /* The newest segment is also mt_now_ns's inline map. */
+    struct mt_clock_fast *f = &mt_clock_fast;
+    uint64_t seq = atomic_load_explicit(&f->seq, RELAXED) | 1;
+    atomic_store_explicit(&f->seq, seq, RELAXED);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&f->tsc0, tsc0, RELAXED);
+    atomic_store_explicit(&f->len, 1ULL << C.shift, RELAXED);
+    atomic_store_explicit(&f->ns0, ns0, RELAXED);
+    atomic_store_explicit(&f->mult, mult, RELAXED);
+    atomic_store_explicit(&f->seq, seq + 1, memory_order_release);
 }
 
 /* Computes the segment the TSC is in now (if no thread did); called with C.lock. */
@@ -274,7 +278,7 @@ static __attribute__((noinline)) int clock_init(void)
     return mode;
 }
 
-uint64_t mt_now_ns(void)
+uint64_t mt_now_ns_slow(void)
 {
     int mode = atomic_load_explicit(&C.mode, memory_order_acquire);
     if (MT_LIKELY(mode == CLK_TSC))

@@ -3,8 +3,12 @@
 #define MEMTRACE_UTIL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 #define MT_HIDDEN __attribute__((visibility("hidden")))
 /* Thread-locals on hot paths: initial-exec avoids a __tls_get_addr call per access
@@ -17,8 +21,43 @@
 
 /* CLOCK_MONOTONIC in nanoseconds: from a TSC clock that follows it (util.c) where
  * the TSC is constant, nonstop and the kernel's clocksource, unless MEMTRACE_CLOCK is
- * "monotonic"; else from clock_gettime. Never goes back, across threads too. */
-uint64_t mt_now_ns(void);
+ * "monotonic"; else from clock_gettime. Never goes back, across threads too.
+ *
+ * Every event reads it, so the common case is inline: the newest TSC segment's map,
+ * published like a seqlock, is loaded before the TSC is read, so that those loads run
+ * beside the rdtsc instead of after it. A tick outside that segment, or any clock
+ * other than the TSC, takes mt_now_ns_slow. */
+struct mt_clock_fast {
+    _Atomic uint64_t seq;                  /* odd while written, or before any segment */
+    _Atomic uint64_t tsc0, len, ns0, mult; /* ns = ns0 + (tsc - tsc0) * mult / 2^32 */
+};
+extern struct mt_clock_fast mt_clock_fast;
+uint64_t mt_now_ns_slow(void);
+
+static inline uint64_t mt_tsc_read(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    return 0;
+#endif
+}
+
+static inline uint64_t mt_now_ns(void)
+{
+    struct mt_clock_fast *f = &mt_clock_fast;
+    uint64_t seq = atomic_load_explicit(&f->seq, memory_order_acquire);
+    uint64_t tsc0 = atomic_load_explicit(&f->tsc0, memory_order_relaxed);
+    uint64_t len = atomic_load_explicit(&f->len, memory_order_relaxed);
+    uint64_t ns0 = atomic_load_explicit(&f->ns0, memory_order_relaxed);
+    uint64_t mult = atomic_load_explicit(&f->mult, memory_order_relaxed);
+    uint64_t t = mt_tsc_read();
+    atomic_thread_fence(memory_order_acquire);
+    if (MT_LIKELY(t - tsc0 < len && !(seq & 1) &&
+                  atomic_load_explicit(&f->seq, memory_order_relaxed) == seq))
+        return ns0 + (uint64_t)(((unsigned __int128)(t - tsc0) * mult) >> 32);
+    return mt_now_ns_slow();
+}
 /* 1 when mt_now_ns reads the TSC. */
 int mt_clock_is_tsc(void);
 /* Tests only, with no other thread reading the clock: restarts the TSC clock with
