@@ -163,27 +163,11 @@ struct seg {
     uint8_t used; /* 0 empty, 1 live, 2 deleted */
 };
 
-static atomic_int tab_lock;
+/* The table changes only under the recorder's lock (memtrace_record_event_with's
+ * callbacks below), so each wrapped call turns one lock, and the table changes in
+ * the history's order. */
 static struct seg *tab;
 static size_t tab_cap, tab_live, tab_used;
-
-/* Every wrapped alloc and free turns this lock around a few probes: a test-and-set
- * lock released by a plain store costs half a mutex turn. Waiters yield after a
- * short spin, so a preempted holder does not keep them busy. */
-static void tab_acquire(void)
-{
-    int spins = 0;
-    while (atomic_exchange_explicit(&tab_lock, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(&tab_lock, memory_order_relaxed))
-            if (++spins > 64)
-                sched_yield();
-    }
-}
-
-static void tab_release(void)
-{
-    atomic_store_explicit(&tab_lock, 0, memory_order_release);
-}
 
 static size_t slot_of(uint64_t key, int kind)
 {
@@ -219,9 +203,8 @@ static int tab_grow(void)
 
 static void tab_insert(const struct seg *s)
 {
-    tab_acquire();
     if ((tab_used + 1) * 4 > tab_cap * 3 && tab_grow() != 0)
-        goto label_return;
+        return;
     size_t i = slot_of(s->key, s->kind), tomb = SIZE_MAX;
     for (; tab[i].used; i = (i + 1) & (tab_cap - 1)) {
         if (tab[i].used == 2 && tomb == SIZE_MAX)
@@ -240,40 +223,47 @@ static void tab_insert(const struct seg *s)
         tab_live++;
     }
     tab[i].used = 1;
-label_return:
-    tab_release();
 }
 
 static int tab_remove(uint64_t key, int kind, struct seg *out)
 {
-    int found = 0;
-    tab_acquire();
     if (tab_cap == 0)
-        goto label_return;
+        return 0;
     for (size_t i = slot_of(key, kind); tab[i].used; i = (i + 1) & (tab_cap - 1)) {
         if (tab[i].used == 1 && tab[i].key == key && tab[i].kind == kind) {
             *out = tab[i];
             tab[i].used = 2;
             tab_live--;
-            found = 1;
-            break;
+            return 1;
         }
     }
-label_return:
-    tab_release();
-    return found;
+    return 0;
+}
+
+struct tab_copy {
+    struct seg *seg;
+    size_t n, bytes;
+};
+
+/* Under the recorder's lock. */
+static void tab_copy_locked(void *ctx, struct memtrace_event *ev)
+{
+    (void)ev;
+    struct tab_copy *c = ctx;
+    c->bytes = (tab_live ? tab_live : 1) * sizeof(struct seg);
+    c->seg = mt_map(c->bytes);
+    for (size_t i = 0; c->seg != NULL && i < tab_cap; i++)
+        if (tab[i].used == 1 && tab[i].kind != MT_IP_PHYSICAL)
+            c->seg[c->n++] = tab[i];
 }
 
 static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
 {
     (void)ctx;
-    tab_acquire();
-    size_t n = 0, bytes = (tab_live ? tab_live : 1) * sizeof(struct seg);
-    struct seg *copy = mt_map(bytes);
-    for (size_t i = 0; copy != NULL && i < tab_cap; i++)
-        if (tab[i].used == 1 && tab[i].kind != MT_IP_PHYSICAL)
-            copy[n++] = tab[i];
-    tab_release();
+    struct tab_copy c = {0};
+    memtrace_record_event_with(NULL, tab_copy_locked, &c);
+    struct seg *copy = c.seg;
+    size_t n = c.n, bytes = c.bytes;
     if (copy == NULL)
         return;
     for (size_t i = 0; i < n; i++) {
@@ -333,15 +323,15 @@ static void finish(void)
         memtrace_record_history(NULL);
 }
 
+/* The table needs nothing here: the recorder's own handlers hold its lock across
+ * fork. */
 static void atfork_prepare(void)
 {
     pthread_mutex_lock(&start_lock);
-    tab_acquire();
 }
 
 static void atfork_parent(void)
 {
-    tab_release();
     pthread_mutex_unlock(&start_lock);
 }
 
@@ -350,7 +340,6 @@ static void atfork_parent(void)
  * its first device call. */
 static void atfork_child(void)
 {
-    atomic_store(&tab_lock, 0);
     pthread_mutex_init(&start_lock, NULL);
     if (tab != NULL)
         memset(tab, 0, tab_cap * sizeof *tab);
@@ -456,6 +445,40 @@ static uint32_t intern_cached(const char *s, uint32_t *slot)
     return id;
 }
 
+enum { OP_NONE = 0, OP_INSERT, OP_REMOVE };
+
+struct tab_op {
+    int what, kind;
+};
+
+/* Under the recorder's lock, just before the event is stored: a free takes its size
+ * (when the API gave none) and device from the table; an allocation enters it. An
+ * allocation enters it even when recording is off, so the table is the same however
+ * recording starts and stops; ev->stack is 0 then. */
+static void tab_update_locked(void *ctx, struct memtrace_event *ev)
+{
+    const struct tab_op *op = ctx;
+    if (op->what == OP_REMOVE) {
+        struct seg s;
+        if (tab_remove(ev->addr, op->kind, &s)) {
+            if (ev->size == 0)
+                ev->size = s.size;
+            ev->device = s.device;
+        }
+        return;
+    }
+    struct seg s = {
+        .key = ev->addr,
+        .size = ev->size,
+        .stream = ev->stream,
+        .device = ev->device,
+        .stack = ev->stack,
+        .source = ev->source,
+        .kind = (uint8_t)op->kind,
+    };
+    tab_insert(&s);
+}
+
 void mt_ip_record_ex(int action, int kind, int device, uint64_t stream, uint64_t addr,
                      uint64_t size, uint64_t aux, const char *source, uint32_t *source_id,
                      const char *category, uint32_t *category_id)
@@ -478,29 +501,15 @@ void mt_ip_record_ex(int action, int kind, int device, uint64_t stream, uint64_t
         ev.action = MEMTRACE_ANNOTATE;
         ev.aux = MEMTRACE_ANNOTATE_MARK;
     }
-    int frees = action == MEMTRACE_SEGMENT_FREE || action == MEMTRACE_SEGMENT_UNMAP;
-    if (frees) {
-        struct seg s;
-        if (tab_remove(addr, kind, &s)) {
-            if (ev.size == 0)
-                ev.size = s.size;
-            ev.device = s.device;
-        }
-    }
-    if (memtrace_record_event(&ev) != 0)
-        return;
-    if (action == MEMTRACE_SEGMENT_ALLOC || action == MEMTRACE_SEGMENT_MAP) {
-        struct seg s = {
-            .key = addr,
-            .size = size,
-            .stream = stream,
-            .device = device,
-            .stack = ev.stack,
-            .source = ev.source,
-            .kind = (uint8_t)kind,
-        };
-        tab_insert(&s);
-    }
+    struct tab_op op = {.kind = kind};
+    if (action == MEMTRACE_SEGMENT_FREE || action == MEMTRACE_SEGMENT_UNMAP)
+        op.what = OP_REMOVE;
+    else if (action == MEMTRACE_SEGMENT_ALLOC || action == MEMTRACE_SEGMENT_MAP)
+        op.what = OP_INSERT;
+    if (op.what == OP_NONE)
+        memtrace_record_event(&ev);
+    else
+        memtrace_record_event_with(&ev, tab_update_locked, &op);
 }
 
 void mt_ip_record(int action, int device, uint64_t stream, uint64_t addr, uint64_t size,

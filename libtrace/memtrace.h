@@ -148,6 +148,18 @@ MEMTRACE_API int memtrace_record_event(struct memtrace_event *ev);
  * MEMTRACE_EINVAL if any action is unknown (then nothing is recorded). */
 MEMTRACE_API int memtrace_record_events(struct memtrace_event *ev, size_t n);
 
+/* Records ev as memtrace_record_event() does, and calls fn(ctx, ev) once under the
+ * recorder's lock, just before ev is stored, also when ev is not kept (recording off,
+ * its action skipped): state a caller keeps beside the history, such as a table of
+ * live segments, then changes in the history's order with no lock of its own. fn may
+ * fill ev's fields (a free's size, from that table); it must be short and must not
+ * call memtrace. With ev NULL, only fn(ctx, NULL) runs under the lock: a consistent
+ * read of that state. Returns as memtrace_record_event(); fn is not called when ev's
+ * action is unknown (MEMTRACE_EINVAL) or fn is NULL. */
+typedef void (*memtrace_locked_fn)(void *ctx, struct memtrace_event *ev);
+MEMTRACE_API int memtrace_record_event_with(struct memtrace_event *ev, memtrace_locked_fn fn,
+                                            void *ctx);
+
 /* Returns the id of string s in the recorder's string table (stable for the life of
  * the process), or 0 for NULL, the empty string, or when host memory is exhausted. */
 MEMTRACE_API uint32_t memtrace_intern(const char *s);

@@ -935,20 +935,36 @@ int memtrace_is_recording(void)
     return atomic_load_explicit(&R.recording, memory_order_relaxed);
 }
 
+/* memtrace_record_event_with's callback, under R.lock, when the event is not kept. */
+static __attribute__((noinline)) int locked_only(struct memtrace_event *ev, memtrace_locked_fn fn,
+                                                 void *ctx, int rc)
+{
+    rlock();
+    fn(ctx, ev);
+    runlock();
+    return rc;
+}
+
 /* One clock read, at most one stack capture and one lock for the whole batch: an
  * allocator that frees a block at once reports free_requested and free_completed
- * together. Always inlined so that the public entry points skip one frame alike. */
-static inline __attribute__((always_inline)) int record_batch(struct memtrace_event *ev, size_t n)
+ * together. fn, when given (n is 1 then), runs under the lock before the event is
+ * stored. Always inlined so that the public entry points skip one frame alike, and
+ * the checks for fn vanish from those that pass none. */
+static inline __attribute__((always_inline)) int record_batch(struct memtrace_event *ev, size_t n,
+                                                              memtrace_locked_fn fn, void *ctx)
 {
-    if (!atomic_load_explicit(&R.recording, memory_order_relaxed))
+    int recording = atomic_load_explicit(&R.recording, memory_order_relaxed);
+    if (!recording && fn == NULL)
         return MEMTRACE_ESTATE;
     if (ev == NULL && n > 0)
         return MEMTRACE_EINVAL;
     for (size_t i = 0; i < n; i++)
         if (ev[i].action >= MEMTRACE_ACTION_COUNT)
             return MEMTRACE_EINVAL;
+    if (!recording)
+        return locked_only(ev, fn, ctx, MEMTRACE_ESTATE);
     if (tls_busy)
-        return 0;
+        return fn != NULL ? locked_only(ev, fn, ctx, 0) : 0;
     tls_busy = 1;
     uint64_t now = 0;
     uint32_t tid = mt_gettid();
@@ -977,6 +993,8 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
         }
     }
     rlock();
+    if (fn != NULL)
+        fn(ctx, ev);
     if (atomic_load_explicit(&R.recording, memory_order_relaxed)) {
         for (size_t i = 0; i < n; i++) {
             if (R.skip_actions & (1u << ev[i].action))
@@ -996,12 +1014,21 @@ int memtrace_record_event(struct memtrace_event *ev)
 {
     if (ev == NULL)
         return MEMTRACE_EINVAL;
-    return record_batch(ev, 1);
+    return record_batch(ev, 1, NULL, NULL);
 }
 
 int memtrace_record_events(struct memtrace_event *ev, size_t n)
 {
-    return record_batch(ev, n);
+    return record_batch(ev, n, NULL, NULL);
+}
+
+int memtrace_record_event_with(struct memtrace_event *ev, memtrace_locked_fn fn, void *ctx)
+{
+    if (fn == NULL)
+        return ev != NULL ? record_batch(ev, 1, NULL, NULL) : MEMTRACE_EINVAL;
+    if (ev == NULL)
+        return locked_only(NULL, fn, ctx, 0);
+    return record_batch(ev, 1, fn, ctx);
 }
 
 uint32_t memtrace_intern(const char *s)

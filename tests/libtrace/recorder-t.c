@@ -315,6 +315,69 @@ static void test_batch(void)
     memtrace_record_history(NULL);
 }
 
+/* memtrace_record_event_with: a plain counter bumped by the callback, with no lock
+ * of its own, numbers the events in the history's order only if the callback runs
+ * under the recorder's lock and before the event is stored. */
+#define WITH_THREADS 4
+#define WITH_EACH    20000
+
+static uint64_t with_counter;
+static int with_null_calls;
+
+static void with_count(void *ctx, struct memtrace_event *ev)
+{
+    (void)ctx;
+    with_counter++;
+    if (ev != NULL)
+        ev->aux = with_counter;
+    else
+        with_null_calls++;
+}
+
+static void *with_thread(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < WITH_EACH; i++) {
+        struct memtrace_event ev = {.action = MEMTRACE_SEGMENT_ALLOC, .size = 4096};
+        memtrace_record_event_with(&ev, with_count, NULL);
+    }
+    return NULL;
+}
+
+static void test_with(void)
+{
+    start(0, MEMTRACE_CONTEXT_NONE, NULL);
+    pthread_t th[WITH_THREADS];
+    for (int t = 0; t < WITH_THREADS; t++)
+        pthread_create(&th[t], NULL, with_thread, NULL);
+    for (int t = 0; t < WITH_THREADS; t++)
+        pthread_join(th[t], NULL);
+    struct memtrace_event *ev;
+    size_t n;
+    mt_recorder_history(&ev, &n);
+    int numbered = n == WITH_THREADS * WITH_EACH;
+    for (size_t i = 0; numbered && i < n; i++)
+        numbered = ev[i].aux == i + 1;
+    free(ev);
+    ok(numbered, "the callback ran once per event, under the lock, in the history's order");
+
+    uint64_t counted = with_counter;
+    struct memtrace_event bad = {.action = 200};
+    is_int(MEMTRACE_EINVAL, memtrace_record_event_with(&bad, with_count, NULL),
+           "an unknown action fails");
+    is_int((long long)counted, (long long)with_counter, "with no callback");
+    is_int(MEMTRACE_EINVAL, memtrace_record_event_with(NULL, NULL, NULL), "no event, no callback");
+    is_int(0, memtrace_record_event_with(NULL, with_count, NULL), "no event: the callback alone");
+    is_int(1, with_null_calls, "and it ran once, with no event");
+    memtrace_record_history(NULL);
+
+    uint64_t before = with_counter;
+    struct memtrace_event off = {.action = MEMTRACE_SEGMENT_FREE, .addr = 0x9000};
+    is_int(MEMTRACE_ESTATE, memtrace_record_event_with(&off, with_count, NULL),
+           "recording off: not recorded");
+    is_int((long long)before + 1, (long long)with_counter, "but the callback still ran");
+}
+
 struct provider_ctx {
     int calls;
 };
@@ -430,7 +493,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(70);
+    plan(78);
     test_threads();
     test_ring();
     test_ring_edges();
@@ -438,6 +501,7 @@ int main(void)
     test_categories();
     test_stacks();
     test_batch();
+    test_with();
     test_stream_and_dump();
     test_fork();
     return exit_status();
