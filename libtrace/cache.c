@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cache_impl.h"
+#include "recorder.h"
 
 #define DESC_CHUNK    (64 * 1024)
 #define MAX_OBSERVERS 32
@@ -311,7 +312,7 @@ static void record_free_now(struct memtrace_allocator *a, const struct mt_block 
         ev[i].pool = pool + 1;
         ev[i].source = a->source;
     }
-    memtrace_record_events(ev, 2);
+    mt_record_pair(ev);
 }
 
 /* ---- sizes ---- */

@@ -1022,6 +1022,11 @@ int memtrace_record_events(struct memtrace_event *ev, size_t n)
     return record_batch(ev, n, NULL, NULL);
 }
 
+int mt_record_pair(struct memtrace_event *ev)
+{
+    return record_batch(ev, 2, NULL, NULL);
+}
+
 int memtrace_record_event_with(struct memtrace_event *ev, memtrace_locked_fn fn, void *ctx)
 {
     if (fn == NULL)

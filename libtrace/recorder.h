@@ -10,4 +10,8 @@
  * MEMTRACE_ENOMEM. */
 int mt_recorder_history(struct memtrace_event **out, size_t *n);
 
+/* memtrace_record_events(ev, 2), with the count known where the loops are compiled
+ * (the caching allocator's free_requested + free_completed). */
+int mt_record_pair(struct memtrace_event *ev);
+
 #endif
