@@ -1,13 +1,17 @@
 /* interpose_bench: time added per cuMemAlloc_v2 + cuMemFree_v2 pair by the preload
- * library, on the fake driver. Run with no arguments: it runs itself three times,
- * without the preload, with it and no stacks, with it and 32-frame stacks, and
- * prints one line each: the wall time per pair (the target is judged on it) and the
- * CPU time of the calling thread alone. The difference is mostly the streaming
- * writer thread, which encodes on another core (a GPU host has several; this 2-core
- * VM shares them with everything else). Each is the best of 5 runs, taken
- * separately. The program does not link memtrace.
+ * library, on the fake driver. Run with no arguments: it runs itself in four
+ * configurations, without the preload, without it but with one idle thread, with it
+ * and no stacks, and with it and 32-frame stacks, and prints the wall time per pair
+ * (the target is judged on it) and the CPU time of the calling thread alone. The
+ * program does not link memtrace.
  *
- * A second baseline runs with one idle thread: glibc takes a mutex without atomic
+ * This VM's speed drifts by tens of percent within minutes, so the configurations
+ * run in rounds: each round runs all four once (each the best of 3 after a warm-up),
+ * and what a configuration adds is taken within each round, against that round's
+ * baseline. The table gives the medians over the rounds, and the spread of the
+ * per-round additions.
+ *
+ * The second baseline has one idle thread: glibc takes a mutex without atomic
  * instructions while a process has one thread, so the fake driver's own locks cost
  * more as soon as the preload's writer thread exists. A CUDA program always has
  * several threads; the second baseline shows how much of the added time that is. */
@@ -77,7 +81,7 @@ static int child(long n, int idle)
         return 3;
     pairs(40, n / 10); /* warm up: first call starts the recorder */
     struct timing best = {1e30, 1e30};
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < 3; r++) {
         struct timing t = pairs(40, n);
         if (t.wall < best.wall)
             best.wall = t.wall;
@@ -127,6 +131,38 @@ static struct timing run(const char *self, const char *preload, const char *stac
     return t;
 }
 
+#define ROUNDS 7
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v)
+{
+    double s[ROUNDS];
+    memcpy(s, v, sizeof s);
+    qsort(s, ROUNDS, sizeof s[0], cmp_double);
+    return s[ROUNDS / 2];
+}
+
+static double lowest(const double *v)
+{
+    double m = v[0];
+    for (int i = 1; i < ROUNDS; i++)
+        m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+static double highest(const double *v)
+{
+    double m = v[0];
+    for (int i = 1; i < ROUNDS; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
 int main(int argc, char **argv)
 {
     long n = 200000;
@@ -142,23 +178,44 @@ int main(int argc, char **argv)
     if (len <= 0)
         return 1;
     self[len] = '\0';
-    struct timing base = run(self, NULL, "none", n, 0);
-    struct timing idle = run(self, NULL, "none", n, 1);
-    struct timing none = run(self, preload, "none", n, 0);
-    struct timing deep = run(self, preload, "32", n, 0);
-    if (base.wall < 0 || idle.wall < 0 || none.wall < 0 || deep.wall < 0) {
-        fprintf(stderr, "interpose_bench: a run failed (is LD_LIBRARY_PATH set to the fake "
-                        "driver's directory?)\n");
-        return 1;
+    enum { BASE, IDLE, NONE, DEEP, NCONF };
+    double wall[NCONF][ROUNDS], cpu[NCONF][ROUNDS];
+    double add_base[NCONF][ROUNDS], add_idle[NCONF][ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        struct timing t[NCONF] = {
+            run(self, NULL, "none", n, 0),
+            run(self, NULL, "none", n, 1),
+            run(self, preload, "none", n, 0),
+            run(self, preload, "32", n, 0),
+        };
+        for (int c = 0; c < NCONF; c++) {
+            if (t[c].wall < 0) {
+                fprintf(stderr, "interpose_bench: a run failed (is LD_LIBRARY_PATH set to the "
+                                "fake driver's directory?)\n");
+                return 1;
+            }
+            wall[c][r] = t[c].wall;
+            cpu[c][r] = t[c].cpu;
+            add_base[c][r] = t[c].wall - t[BASE].wall;
+            add_idle[c][r] = t[c].wall - t[IDLE].wall;
+        }
     }
-    printf("cuMemAlloc_v2+cuMemFree_v2 pair, %ld pairs, best of 5\n", n);
-    printf("                        wall ns/pair (added)    calling thread CPU ns/pair (added)\n");
-    printf("  no preload            %8.1f                %8.1f\n", base.wall, base.cpu);
-    printf("  no preload, +1 thread %8.1f (+%7.1f)      %8.1f (+%7.1f)\n", idle.wall,
-           idle.wall - base.wall, idle.cpu, idle.cpu - base.cpu);
-    printf("  preload, no stacks    %8.1f (+%7.1f)      %8.1f (+%7.1f)\n", none.wall,
-           none.wall - base.wall, none.cpu, none.cpu - base.cpu);
-    printf("  preload, 32 frames    %8.1f (+%7.1f)      %8.1f (+%7.1f)\n", deep.wall,
-           deep.wall - base.wall, deep.cpu, deep.cpu - base.cpu);
+    printf("cuMemAlloc_v2+cuMemFree_v2 pair, %ld pairs, %d rounds of the four runs, each "
+           "the best of 3; medians over the rounds, additions taken within each round\n",
+           n, ROUNDS);
+    printf("                        wall ns/pair   thread CPU ns/pair   added over no preload "
+           "(min..max)     added over +1 thread (min..max)\n");
+    static const char *const names[NCONF] = {"no preload", "no preload, +1 thread",
+                                             "preload, no stacks", "preload, 32 frames"};
+    for (int c = 0; c < NCONF; c++) {
+        printf("  %-21s %8.1f       %8.1f", names[c], median(wall[c]), median(cpu[c]));
+        if (c != BASE)
+            printf("           %+7.1f (%+.0f..%+.0f)", median(add_base[c]), lowest(add_base[c]),
+                   highest(add_base[c]));
+        if (c == NONE || c == DEEP)
+            printf("     %+7.1f (%+.0f..%+.0f)", median(add_idle[c]), lowest(add_idle[c]),
+                   highest(add_idle[c]));
+        printf("\n");
+    }
     return 0;
 }
