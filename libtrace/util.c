@@ -42,7 +42,6 @@ static uint64_t mono_ns(void)
 #else
 #define HAVE_TSC 0
 #endif
-#define tsc_read mt_tsc_read
 
 #define TSC_SLOTS   4
 #define TSC_UNSET   UINT64_MAX
@@ -92,7 +91,7 @@ static void tsc_pair(uint64_t *tsc, uint64_t *ns)
 {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 4; i++) {
-        uint64_t a = tsc_read(), n = mono_ns(), b = tsc_read();
+        uint64_t a = mt_tsc_read(), n = mono_ns(), b = mt_tsc_read();
         if (b - a < best) {
             best = b - a;
             *tsc = a + (b - a) / 2;
@@ -173,7 +172,7 @@ static __attribute__((noinline)) void tsc_miss(uint64_t seg)
 static inline uint64_t tsc_now_ns(void)
 {
     for (;;) {
-        uint64_t t = tsc_read();
+        uint64_t t = mt_tsc_read();
         uint64_t seg = t > C.base_tsc ? (t - C.base_tsc) >> C.shift : 0;
         struct tsc_slot *s = &C.slot[seg % TSC_SLOTS];
         if (MT_LIKELY(atomic_load_explicit(&s->seg, memory_order_acquire) == seg)) {
