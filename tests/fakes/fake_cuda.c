@@ -315,7 +315,11 @@ struct fc_graph {
 };
 
 static pthread_mutex_t fc_lock = PTHREAD_MUTEX_INITIALIZER;
-static int fc_initialized;
+/* Set once under fc_lock by cuInit, read without it: the real driver checks its
+ * initialisation on every call without taking a process-wide lock, and a fake that
+ * did would charge every caller, the preload's own cuCtxGetDevice included, with a
+ * cost the real driver does not have. */
+static atomic_int fc_initialized;
 static int fc_ndevices;
 static struct fc_device fc_devices[FC_MAX_DEVICES];
 static struct fake_arena fc_host, fc_va, fc_v1;
@@ -407,9 +411,9 @@ EXPORT CUresult cuInit(unsigned int flags)
         return CUDA_ERROR_NO_DEVICE;
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&fc_lock);
-    if (!fc_initialized) {
+    if (!atomic_load_explicit(&fc_initialized, memory_order_relaxed)) {
         rc = setup_locked();
-        fc_initialized = rc == CUDA_SUCCESS;
+        atomic_store_explicit(&fc_initialized, rc == CUDA_SUCCESS, memory_order_release);
     }
     pthread_mutex_unlock(&fc_lock);
     return rc;
@@ -417,10 +421,7 @@ EXPORT CUresult cuInit(unsigned int flags)
 
 static int ready(void)
 {
-    pthread_mutex_lock(&fc_lock);
-    int r = fc_initialized;
-    pthread_mutex_unlock(&fc_lock);
-    return r;
+    return atomic_load_explicit(&fc_initialized, memory_order_acquire);
 }
 
 static int valid_dev(CUdevice d)
