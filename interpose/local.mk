@@ -4,8 +4,8 @@
 pkglib_LTLIBRARIES = libmemtrace_preload.la
 libmemtrace_preload_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libmemtrace_preload_la_SOURCES = \
-	interpose/interpose.h interpose/internal.h interpose/caching.h \
-	interpose/preload.c interpose/config.c interpose/cuda.c interpose/cudart.c \
+	interpose/interpose.h interpose/internal.h interpose/caching.h interpose/segtab.h \
+	interpose/preload.c interpose/segtab.c interpose/config.c interpose/cuda.c interpose/cudart.c \
 	interpose/caching.c interpose/sampler.c libtrace/util.c
 libmemtrace_preload_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-export-symbols $(srcdir)/interpose/exports.txt
@@ -59,6 +59,11 @@ tests_interpose_config_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
 tests_interpose_config_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_tests_interpose_config_t_DEPENDENCIES = $(IP_TEST_DEPS)
 EXTRA_DIST += tests/interpose/exports-t.sh
+
+check_PROGRAMS += tests/interpose/segtab-t
+TESTS += tests/interpose/segtab-t
+tests_interpose_segtab_t_SOURCES = tests/interpose/segtab-t.c interpose/segtab.c
+tests_interpose_segtab_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 
 check_PROGRAMS += tests/interpose/cudart-t
 TESTS += tests/interpose/cudart-t

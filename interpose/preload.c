@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "segtab.h"
 #include "util.h"
 
 #define NO_ASAN __attribute__((no_sanitize_address))
@@ -152,96 +153,13 @@ MT_EXPORT NO_ASAN void *dlsym(void *handle, const char *name)
 
 /* ---- live segments -------------------------------------------------------------- */
 
-struct seg {
-    uint64_t key;
-    uint64_t size;
-    uint64_t stream;
-    int32_t device;
-    uint32_t stack;
-    uint32_t source;
-    uint8_t kind;
-    uint8_t used; /* 0 empty, 1 live, 2 deleted */
-};
-
 /* The table changes only under the recorder's lock (memtrace_record_event_with's
  * callbacks below), so each wrapped call turns one lock, and the table changes in
  * the history's order. */
-static struct seg *tab;
-static size_t tab_cap, tab_live, tab_used;
-
-static size_t slot_of(uint64_t key, int kind)
-{
-    return (size_t)mt_hash_u64(key ^ ((uint64_t)kind << 61)) & (tab_cap - 1);
-}
-
-static int tab_grow(void)
-{
-    size_t ncap = tab_cap ? tab_cap * 2 : 1024;
-    if (tab_live * 4 < tab_cap)
-        ncap = tab_cap; /* mostly deleted slots: rehash in place */
-    struct seg *n = mt_map(ncap * sizeof *n);
-    if (n == NULL)
-        return -1;
-    struct seg *old = tab;
-    size_t ocap = tab_cap;
-    tab = n;
-    tab_cap = ncap;
-    tab_used = 0;
-    for (size_t i = 0; i < ocap; i++) {
-        if (old[i].used != 1)
-            continue;
-        size_t j = slot_of(old[i].key, old[i].kind);
-        while (tab[j].used)
-            j = (j + 1) & (tab_cap - 1);
-        tab[j] = old[i];
-        tab_used++;
-    }
-    if (old != NULL)
-        mt_unmap(old, ocap * sizeof *old);
-    return 0;
-}
-
-static void tab_insert(const struct seg *s)
-{
-    if ((tab_used + 1) * 4 > tab_cap * 3 && tab_grow() != 0)
-        return;
-    size_t i = slot_of(s->key, s->kind), tomb = SIZE_MAX;
-    for (; tab[i].used; i = (i + 1) & (tab_cap - 1)) {
-        if (tab[i].used == 2 && tomb == SIZE_MAX)
-            tomb = i;
-        if (tab[i].used == 1 && tab[i].key == s->key && tab[i].kind == s->kind)
-            break;
-    }
-    if (tab[i].used == 1) {
-        tab[i] = *s; /* an address handed out again without a free we saw */
-    } else {
-        if (tomb != SIZE_MAX)
-            i = tomb;
-        else
-            tab_used++;
-        tab[i] = *s;
-        tab_live++;
-    }
-    tab[i].used = 1;
-}
-
-static int tab_remove(uint64_t key, int kind, struct seg *out)
-{
-    if (tab_cap == 0)
-        return 0;
-    for (size_t i = slot_of(key, kind); tab[i].used; i = (i + 1) & (tab_cap - 1)) {
-        if (tab[i].used == 1 && tab[i].key == key && tab[i].kind == kind) {
-            *out = tab[i];
-            tab[i].used = 2;
-            tab_live--;
-            return 1;
-        }
-    }
-    return 0;
-}
+static struct mt_segtab tab;
 
 struct tab_copy {
-    struct seg *seg;
+    struct mt_seg *seg;
     size_t n, bytes;
 };
 
@@ -250,11 +168,11 @@ static void tab_copy_locked(void *ctx, struct memtrace_event *ev)
 {
     (void)ev;
     struct tab_copy *c = ctx;
-    c->bytes = (tab_live ? tab_live : 1) * sizeof(struct seg);
+    c->bytes = (tab.live ? tab.live : 1) * sizeof(struct mt_seg);
     c->seg = mt_map(c->bytes);
-    for (size_t i = 0; c->seg != NULL && i < tab_cap; i++)
-        if (tab[i].used == 1 && tab[i].kind != MT_IP_PHYSICAL)
-            c->seg[c->n++] = tab[i];
+    for (size_t i = 0; c->seg != NULL && i < tab.cap; i++)
+        if (tab.slot[i].used && tab.slot[i].kind != MT_IP_PHYSICAL)
+            c->seg[c->n++] = tab.slot[i];
 }
 
 static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
@@ -262,7 +180,7 @@ static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx
     (void)ctx;
     struct tab_copy c = {0};
     memtrace_record_event_with(NULL, tab_copy_locked, &c);
-    struct seg *copy = c.seg;
+    struct mt_seg *copy = c.seg;
     size_t n = c.n, bytes = c.bytes;
     if (copy == NULL)
         return;
@@ -341,9 +259,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     pthread_mutex_init(&start_lock, NULL);
-    if (tab != NULL)
-        memset(tab, 0, tab_cap * sizeof *tab);
-    tab_live = tab_used = 0;
+    mt_segtab_clear(&tab);
     mt_sampler_atfork_child();
     mt_cu_atfork_child();
     owner = 0;
@@ -459,15 +375,15 @@ static void tab_update_locked(void *ctx, struct memtrace_event *ev)
 {
     const struct tab_op *op = ctx;
     if (op->what == OP_REMOVE) {
-        struct seg s;
-        if (tab_remove(ev->addr, op->kind, &s)) {
+        struct mt_seg s;
+        if (mt_segtab_remove(&tab, ev->addr, op->kind, &s)) {
             if (ev->size == 0)
                 ev->size = s.size;
             ev->device = s.device;
         }
         return;
     }
-    struct seg s = {
+    struct mt_seg s = {
         .key = ev->addr,
         .size = ev->size,
         .stream = ev->stream,
@@ -476,7 +392,7 @@ static void tab_update_locked(void *ctx, struct memtrace_event *ev)
         .source = ev->source,
         .kind = (uint8_t)op->kind,
     };
-    tab_insert(&s);
+    mt_segtab_insert(&tab, &s);
 }
 
 void mt_ip_record_ex(int action, int kind, int device, uint64_t stream, uint64_t addr,
