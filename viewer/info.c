@@ -107,6 +107,7 @@ static const char *const known_meta[] = {"host",
                                          "start_monotonic_ns",
                                          "allocator_settings",
                                          "format_version",
+                                         "memtrace_version", /* in "format version" */
                                          NULL};
 
 static int is_known_meta(const char *key)

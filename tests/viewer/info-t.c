@@ -25,7 +25,7 @@ static const char *const meta =
     "\"devices\": [{\"index\": 0, \"name\": \"Fake GPU 0\", \"total_memory\": 85899345920, "
     "\"backend\": \"cuda\"}, {\"index\": 1, \"name\": \"host sim\", \"total_memory\": 1073741824, "
     "\"backend\": \"host\"}], \"allocator_settings\": {\"max_split_size_mb\": 64}, "
-    "\"recorded_by\": \"test\"}";
+    "\"recorded_by\": \"test\", \"memtrace_version\": \"0.1.0\"}";
 
 /* Writes the file; with cut_after > 0, the events go in two chunks and *first_chunk_end
  * is the file size after the first. Returns the number of events. */
@@ -141,6 +141,9 @@ static void check_text(const char *path)
     struct cli_out o = cli_run((const char *const[]){"info", path, NULL});
     is_int(0, o.status, "info exits 0");
     expect_line(o.out, "status", "status          complete");
+    expect_line(o.out, "format version", "format version  1 (written by memtrace 0.1.0)");
+    ok(strstr(o.out, "\nmemtrace_version") == NULL,
+       "text: the writer's version is not repeated as a row of its own");
     expect_line(o.out, "host", "host            node7");
     expect_line(o.out, "pid", "pid             4242");
     expect_line(o.out, "argv", "argv            python train.py --lr 0.1");
