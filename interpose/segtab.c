@@ -9,7 +9,7 @@
 
 #define SEGTAB_MIN_CAP 1024
 
-static size_t home_of(const struct mt_segtab *t, uint64_t key, int kind)
+size_t mt_segtab_home(const struct mt_segtab *t, uint64_t key, int kind)
 {
     return (size_t)mt_hash_u64(key ^ ((uint64_t)kind << 61)) & (t->cap - 1);
 }
@@ -27,7 +27,7 @@ static int grow(struct mt_segtab *t)
     for (size_t i = 0; i < old.cap; i++) {
         if (!old.slot[i].used)
             continue;
-        size_t j = home_of(t, old.slot[i].key, old.slot[i].kind);
+        size_t j = mt_segtab_home(t, old.slot[i].key, old.slot[i].kind);
         while (t->slot[j].used)
             j = (j + 1) & (t->cap - 1);
         t->slot[j] = old.slot[i];
@@ -40,7 +40,7 @@ int mt_segtab_insert(struct mt_segtab *t, const struct mt_seg *s)
 {
     if ((t->live + 1) * 2 > t->cap && grow(t) != 0)
         return -1;
-    size_t i = home_of(t, s->key, s->kind);
+    size_t i = mt_segtab_home(t, s->key, s->kind);
     while (t->slot[i].used && !(t->slot[i].key == s->key && t->slot[i].kind == s->kind))
         i = (i + 1) & (t->cap - 1);
     if (!t->slot[i].used)
@@ -55,7 +55,7 @@ int mt_segtab_remove(struct mt_segtab *t, uint64_t key, int kind, struct mt_seg 
     if (t->cap == 0)
         return 0;
     size_t mask = t->cap - 1;
-    size_t i = home_of(t, key, kind);
+    size_t i = mt_segtab_home(t, key, kind);
     while (t->slot[i].used && !(t->slot[i].key == key && t->slot[i].kind == kind))
         i = (i + 1) & mask;
     if (!t->slot[i].used)
@@ -65,7 +65,7 @@ int mt_segtab_remove(struct mt_segtab *t, uint64_t key, int kind, struct mt_seg 
     /* Close the hole: an entry further along the run moves into it unless its home
      * lies cyclically after the hole, where a lookup would no longer pass it. */
     for (size_t j = (i + 1) & mask; t->slot[j].used; j = (j + 1) & mask) {
-        size_t h = home_of(t, t->slot[j].key, t->slot[j].kind);
+        size_t h = mt_segtab_home(t, t->slot[j].key, t->slot[j].kind);
         int stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
         if (stays)
             continue;

@@ -33,6 +33,8 @@ struct mt_segtab {
 int mt_segtab_insert(struct mt_segtab *t, const struct mt_seg *s);
 /* Removes the entry for key and kind and copies it to *out: 1, or 0 if absent. */
 int mt_segtab_remove(struct mt_segtab *t, uint64_t key, int kind, struct mt_seg *out);
+/* The slot where a lookup for key and kind starts; t->cap must not be 0. */
+size_t mt_segtab_home(const struct mt_segtab *t, uint64_t key, int kind);
 /* Forgets every entry, keeping the slots. */
 void mt_segtab_clear(struct mt_segtab *t);
 /* Forgets every entry and gives the slots back. */

@@ -1,7 +1,7 @@
 # tests/: the recorder core's tests and the whole-tree checks. Other areas keep their
 # test rules in their own fragments.
 TEST_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
-noinst_HEADERS += tests/tap.h
+noinst_HEADERS += tests/tap.h tests/rng.h
 
 check_PROGRAMS += tests/libtrace/recorder-t tests/libtrace/util-t
 TESTS += tests/libtrace/recorder-t tests/libtrace/util-t

@@ -1,10 +1,10 @@
 /* segtab-t: interpose/segtab.c, the preload's table of live segments, against a
  * plain array: random inserts, replacements and removals over a small set of
  * addresses, so runs of colliding entries form and are cut in every place. */
+#include "rng.h"
 #include "tap.h"
 
 #include "interpose/segtab.h"
-#include "libtrace/util.h"
 
 #include <stdint.h>
 
@@ -19,10 +19,7 @@ struct ref {
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return test_rand(&rng);
 }
 
 static uint64_t key_of(unsigned k)
@@ -30,16 +27,15 @@ static uint64_t key_of(unsigned k)
     return 0x7f0000000000ULL + (uint64_t)k * 0x200000ULL;
 }
 
-/* Every entry is reachable: no empty slot between its home (the table's hash,
- * written out again here) and where it sits; a removal that left a gap would hide
- * the entries after it from lookups. */
+/* Every entry is reachable: no empty slot between its home and where it sits; a
+ * removal that left a gap would hide the entries after it from lookups. */
 static int reachable(const struct mt_segtab *t)
 {
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->slot[i].used)
             continue;
-        uint64_t h = mt_hash_u64(t->slot[i].key ^ ((uint64_t)t->slot[i].kind << 61));
-        for (size_t j = (size_t)h & (t->cap - 1); j != i; j = (j + 1) & (t->cap - 1))
+        size_t h = mt_segtab_home(t, t->slot[i].key, t->slot[i].kind);
+        for (size_t j = h; j != i; j = (j + 1) & (t->cap - 1))
             if (!t->slot[j].used)
                 return 0;
     }

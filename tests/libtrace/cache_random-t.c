@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cache_impl.h"
+#include "tests/rng.h"
 #include "tests/tap.h"
 
 #define MB       ((uint64_t)1 << 20)
@@ -37,10 +38,7 @@ static int cmp_live(const void *x, const void *y)
 static uint64_t rng_state;
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return test_rand(&rng_state);
 }
 
 static int run_seed(struct memtrace_device *d, uint64_t seed, const char *conf)
