@@ -315,10 +315,10 @@ struct fc_graph {
 };
 
 static pthread_mutex_t fc_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Set once under fc_lock by cuInit, read without it: the real driver checks its
- * initialisation on every call without taking a process-wide lock, and a fake that
- * did would charge every caller, the preload's own cuCtxGetDevice included, with a
- * cost the real driver does not have. */
+/* Set once under fc_lock by cuInit, read without it: every call checks it, and
+ * reading it under fc_lock cost two atomics per call once a process has a second
+ * thread (the preload's writer), a cost of this fake's own that interpose_bench
+ * charged to the preload's cuCtxGetDevice. */
 static atomic_int fc_initialized;
 static int fc_ndevices;
 static struct fc_device fc_devices[FC_MAX_DEVICES];
