@@ -274,45 +274,41 @@ static struct mt_block *hash_find(struct memtrace_allocator *a, uint64_t addr, i
 static uint32_t record(struct memtrace_allocator *a, int action, uint64_t addr, uint64_t size,
                        uint64_t requested, uint64_t stream, int pool, uint64_t aux)
 {
-    struct memtrace_event ev;
     if (!memtrace_is_recording())
         return 0;
     if (MT_UNLIKELY(!a->source))
         a->source = memtrace_intern("caching_allocator");
-    memset(&ev, 0, sizeof(ev));
-    ev.action = (uint8_t)action;
-    ev.addr = addr;
-    ev.size = size;
-    ev.requested_size = requested;
-    ev.stream = stream;
-    ev.aux = aux;
-    ev.device = a->device;
-    ev.pool = pool + 1;
-    ev.source = a->source;
-    if (memtrace_record_event(&ev))
-        return 0;
-    return ev.stack;
+    struct mt_block_event f = {
+        .addr = addr,
+        .size = size,
+        .requested = requested,
+        .stream = stream,
+        .aux = aux,
+        .device = a->device,
+        .pool = pool + 1,
+        .source = a->source,
+        .action = action,
+    };
+    return mt_record_block(&f, 0);
 }
 
+/* A block freed at once: free_requested and free_completed, one time, one lock. */
 static void record_free_now(struct memtrace_allocator *a, const struct mt_block *b, int pool)
 {
     if (!memtrace_is_recording())
         return;
     if (MT_UNLIKELY(!a->source))
         a->source = memtrace_intern("caching_allocator");
-    struct memtrace_event ev[2];
-    memset(ev, 0, sizeof(ev));
-    for (int i = 0; i < 2; i++) {
-        ev[i].action = i == 0 ? MEMTRACE_FREE_REQUESTED : MEMTRACE_FREE_COMPLETED;
-        ev[i].addr = b->addr;
-        ev[i].size = b->size;
-        ev[i].requested_size = b->requested;
-        ev[i].stream = b->stream;
-        ev[i].device = a->device;
-        ev[i].pool = pool + 1;
-        ev[i].source = a->source;
-    }
-    mt_record_pair(ev);
+    struct mt_block_event f = {
+        .addr = b->addr,
+        .size = b->size,
+        .requested = b->requested,
+        .stream = b->stream,
+        .device = a->device,
+        .pool = pool + 1,
+        .source = a->source,
+    };
+    mt_record_block(&f, 1);
 }
 
 /* ---- sizes ---- */

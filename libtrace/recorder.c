@@ -1,9 +1,10 @@
 /* recorder.c: the process's one recorder.
  *
- * Hot path (memtrace_record_event): stamp the event, capture and intern its stack
- * outside any recorder lock, then under one short mutex append it to the history and,
- * when streaming, to the stream buffer. No libc malloc, no stdio: the history is a
- * list of mmap'd chunks, the stream has two fixed buffers.
+ * Hot path (memtrace_record_event, and mt_record_block for the caching allocator):
+ * stamp the event, capture and intern its stack outside any recorder lock, then
+ * under one short lock append it to the history and, when streaming, to the stream
+ * buffer. No libc malloc, no stdio: the history is a list of mmap'd chunks, the
+ * stream has two fixed buffers.
  *
  * The history keeps the newest max_entries events exactly: appends go to the tail
  * chunk, drops advance a head offset and unmap a head chunk once it is consumed.
@@ -935,6 +936,17 @@ int memtrace_is_recording(void)
     return atomic_load_explicit(&R.recording, memory_order_relaxed);
 }
 
+/* Called with R.lock, while recording: stores ev unless its action is skipped. */
+static inline __attribute__((always_inline)) void keep(const struct memtrace_event *ev)
+{
+    if (R.skip_actions & (1u << ev->action))
+        return;
+    R.recorded++;
+    history_append(ev);
+    if (R.streaming && !R.stopping)
+        stream_append(ev);
+}
+
 /* memtrace_record_event_with's callback, under R.lock, when the event is not kept. */
 static __attribute__((noinline)) int locked_only(struct memtrace_event *ev, memtrace_locked_fn fn,
                                                  void *ctx, int rc)
@@ -995,16 +1007,9 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
     rlock();
     if (fn != NULL)
         fn(ctx, ev);
-    if (atomic_load_explicit(&R.recording, memory_order_relaxed)) {
-        for (size_t i = 0; i < n; i++) {
-            if (R.skip_actions & (1u << ev[i].action))
-                continue;
-            R.recorded++;
-            history_append(&ev[i]);
-            if (R.streaming && !R.stopping)
-                stream_append(&ev[i]);
-        }
-    }
+    if (atomic_load_explicit(&R.recording, memory_order_relaxed))
+        for (size_t i = 0; i < n; i++)
+            keep(&ev[i]);
     runlock();
     tls_busy = 0;
     return 0;
@@ -1022,9 +1027,53 @@ int memtrace_record_events(struct memtrace_event *ev, size_t n)
     return record_batch(ev, n, NULL, NULL);
 }
 
-int mt_record_pair(struct memtrace_event *ev)
+/* record_batch for the caching allocator, which has no event of its own to fill: the
+ * event is built once, here, with none of the checks a caller's event needs. */
+uint32_t mt_record_block(const struct mt_block_event *f, int freed)
 {
-    return record_batch(ev, 2, NULL, NULL);
+    int action = freed ? MEMTRACE_FREE_REQUESTED : f->action;
+    uint32_t bits =
+        freed ? 1u << MEMTRACE_FREE_REQUESTED | 1u << MEMTRACE_FREE_COMPLETED : 1u << action;
+    if (!atomic_load_explicit(&R.recording, memory_order_relaxed) || tls_busy)
+        return 0;
+    bits &= ~R.skip_actions;
+    if (bits == 0)
+        return 0;
+    tls_busy = 1;
+    struct memtrace_event ev = {
+        .time_ns = mt_now_ns(),
+        .addr = f->addr,
+        .size = f->size,
+        .requested_size = f->requested,
+        .stream = f->stream,
+        .aux = f->aux,
+        .device = f->device,
+        .pool = f->pool,
+        .tid = mt_gettid(),
+        .source = f->source,
+        .action = (uint8_t)action,
+    };
+    if (MT_UNLIKELY(tls_ncategories > 0) && action == MEMTRACE_ALLOC)
+        ev.category = tls_categories[tls_ncategories - 1];
+    uint32_t stack = 0;
+    if (R.stack_actions & bits) {
+        uintptr_t ips[MEMTRACE_MAX_FRAMES];
+        int nips = mt_stack_capture(ips, R.stack_depth, 1);
+        stack = mt_stack_intern(ips, nips);
+    }
+    rlock();
+    if (atomic_load_explicit(&R.recording, memory_order_relaxed)) {
+        ev.stack = R.stack_actions & 1u << ev.action ? stack : 0;
+        keep(&ev);
+        if (freed) {
+            ev.action = MEMTRACE_FREE_COMPLETED;
+            ev.stack = R.stack_actions & 1u << ev.action ? stack : 0;
+            keep(&ev);
+        }
+    }
+    runlock();
+    tls_busy = 0;
+    return stack;
 }
 
 int memtrace_record_event_with(struct memtrace_event *ev, memtrace_locked_fn fn, void *ctx)

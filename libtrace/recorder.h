@@ -3,6 +3,7 @@
 #define MEMTRACE_RECORDER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "memtrace.h"
 
@@ -10,8 +11,18 @@
  * MEMTRACE_ENOMEM. */
 int mt_recorder_history(struct memtrace_event **out, size_t *n);
 
-/* memtrace_record_events(ev, 2), with the count known where the loops are compiled
- * (the caching allocator's free_requested + free_completed). */
-int mt_record_pair(struct memtrace_event *ev);
+/* One event of the caching allocator, as it knows it: the recorder adds time, thread,
+ * stack and category. */
+struct mt_block_event {
+    uint64_t addr, size, requested, stream, aux;
+    int32_t device, pool;
+    uint32_t source;
+    int action; /* enum memtrace_action */
+};
+
+/* Records f as memtrace_record_event() would, or with freed set a free_requested and
+ * a free_completed of f's block as one unit (f->action unused). Returns the stack id
+ * captured, 0 when none was or nothing was recorded. */
+uint32_t mt_record_block(const struct mt_block_event *f, int freed);
 
 #endif

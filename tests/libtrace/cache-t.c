@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include "cache_impl.h"
+#include "memtrace_snapshot.h"
+#include "recorder.h"
 #include "tests/tap.h"
+#include "util.h"
 
 #define MB ((uint64_t)1 << 20)
 
@@ -410,6 +413,135 @@ static void test_recorded(void)
     memtrace_alloc_destroy(a);
 }
 
+/* Restarts the recorder with context and skip, streaming to path when given. */
+static void restart(int context, uint32_t skip, const char *path)
+{
+    struct memtrace_options o;
+    memtrace_record_history(NULL);
+    memtrace_options_init(&o);
+    o.context = context;
+    o.skip_actions = skip;
+    o.stream_path = path;
+    if (memtrace_record_history(&o))
+        bail_out("recorder did not restart");
+}
+
+/* The history's events from index from on, in *n. */
+static struct memtrace_event *history_from(size_t from, size_t *n)
+{
+    struct memtrace_event *ev = NULL;
+    size_t all = 0;
+    if (mt_recorder_history(&ev, &all) || all < from)
+        bail_out("no history");
+    *n = all - from;
+    memmove(ev, ev + from, *n * sizeof *ev);
+    return ev;
+}
+
+static size_t history_len(void)
+{
+    size_t n = 0;
+    free(history_from(0, &n));
+    return n;
+}
+
+/* Every field the allocator gives its events, as recorded and as streamed. */
+static void test_event_fields(void)
+{
+    char path[] = "/tmp/cache-t-stream-XXXXXX";
+    close(mkstemp(path));
+    restart(MEMTRACE_CONTEXT_STATE, 0, path);
+    struct memtrace_allocator *a = fresh(NULL);
+    uint32_t source = memtrace_intern("caching_allocator");
+    uint32_t cat = memtrace_intern("activations");
+    memtrace_category_push("activations");
+    uint64_t x = xalloc(a, 100, NULL);
+    memtrace_category_pop();
+    memtrace_alloc_free(a, x);
+    size_t n;
+    struct memtrace_event *ev = history_from(0, &n);
+    is_int(4, (long long)n, "segment_alloc, alloc, free_requested, free_completed");
+    if (n != 4) {
+        skip(16, "unexpected history");
+        unlink(path);
+        free(ev);
+        memtrace_alloc_destroy(a);
+        return;
+    }
+    const struct memtrace_event *al = &ev[1], *fr = &ev[2], *fc = &ev[3];
+    ok(ev[0].action == MEMTRACE_SEGMENT_ALLOC && al->action == MEMTRACE_ALLOC &&
+           fr->action == MEMTRACE_FREE_REQUESTED && fc->action == MEMTRACE_FREE_COMPLETED,
+       "actions in order");
+    ok(al->addr == x && al->size == 512 && al->requested_size == 100,
+       "alloc: address, 512 B block, 100 B requested");
+    ok(al->stream == 0 && al->device == 0 && al->pool == 1 && al->aux == 0,
+       "alloc: default stream, device 0, small pool");
+    ok(al->source == source && al->tid == mt_gettid(), "alloc: source and thread");
+    is_int(cat, al->category, "alloc: the pushed category");
+    ok(al->stack != 0, "alloc: a stack (context state)");
+    ok(ev[0].time_ns > 0 && ev[0].time_ns <= al->time_ns && al->time_ns <= fr->time_ns,
+       "times in order");
+    for (int i = 0; i < 2; i++) {
+        const struct memtrace_event *f = i ? fc : fr;
+        const char *name = i ? "free_completed" : "free_requested";
+        ok(f->addr == x && f->size == 512 && f->requested_size == 100 && f->pool == 1 &&
+               f->source == source && f->tid == al->tid,
+           "%s: the block's fields", name);
+        ok(f->category == 0 && f->stack == 0, "%s: no category, no stack (context state)", name);
+    }
+    ok(fr->time_ns == fc->time_ns, "a block freed at once: one time for both events");
+
+    memtrace_record_history(NULL);
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    struct memtrace_event got;
+    size_t same = 0, nread = 0;
+    if (memtrace_reader_open(&r, path, &err) == 0) {
+        while (memtrace_reader_next(r, &got) == 1) {
+            if (nread < n && got.time_ns == ev[nread].time_ns && got.addr == ev[nread].addr &&
+                got.size == ev[nread].size && got.requested_size == ev[nread].requested_size &&
+                got.action == ev[nread].action && got.pool == ev[nread].pool &&
+                got.tid == ev[nread].tid && (got.stack != 0) == (ev[nread].stack != 0))
+                same++;
+            nread++;
+        }
+        memtrace_reader_close(r);
+    }
+    ok(nread == n && same == n, "the stream has the same events (%zu of %zu read, %zu equal)",
+       nread, n, same);
+    unlink(path);
+    free(ev);
+
+    /* Context all: the freed pair shares the free's one stack. */
+    restart(MEMTRACE_CONTEXT_ALL, 0, NULL);
+    size_t from = history_len();
+    x = xalloc(a, 100, NULL);
+    memtrace_alloc_free(a, x);
+    ev = history_from(from, &n);
+    ok(n == 3 && ev[1].stack != 0 && ev[1].stack == ev[2].stack && ev[0].stack != 0,
+       "context all: alloc and both free events have stacks, the pair one");
+    free(ev);
+
+    /* Skipped actions: only what is not skipped of the pair. */
+    restart(MEMTRACE_CONTEXT_NONE, 1u << MEMTRACE_FREE_COMPLETED, NULL);
+    from = history_len();
+    x = xalloc(a, 100, NULL);
+    memtrace_alloc_free(a, x);
+    ev = history_from(from, &n);
+    ok(n == 2 && ev[0].action == MEMTRACE_ALLOC && ev[1].action == MEMTRACE_FREE_REQUESTED,
+       "free_completed skipped: alloc and free_requested");
+    free(ev);
+    restart(MEMTRACE_CONTEXT_NONE, 1u << MEMTRACE_FREE_COMPLETED | 1u << MEMTRACE_FREE_REQUESTED,
+            NULL);
+    from = history_len();
+    x = xalloc(a, 100, NULL);
+    memtrace_alloc_free(a, x);
+    ev = history_from(from, &n);
+    ok(n == 1 && ev[0].action == MEMTRACE_ALLOC, "both free actions skipped: the alloc alone");
+    free(ev);
+    memtrace_alloc_destroy(a);
+}
+
 int main(void)
 {
     struct memtrace_options o;
@@ -430,6 +562,7 @@ int main(void)
     test_oom();
     if (memtrace_is_recording())
         test_recorded();
+    test_event_fields();
     memtrace_record_history(NULL);
     memtrace_device_close(dev);
     done_testing();
