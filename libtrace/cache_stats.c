@@ -101,6 +101,29 @@ static void put(struct buf *b, const char *fmt, ...)
         b->len += (size_t)n;
 }
 
+/* Every line of the table is as wide as a row of figures: 79 columns between the
+ * outer bars. */
+#define INNER 79
+
+static void rule(struct buf *b, char c)
+{
+    char line[INNER + 1];
+    memset(line, c, INNER);
+    line[INNER] = '\0';
+    put(b, "|%s|\n", line);
+}
+
+static void text_row(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_row(struct buf *b, const char *fmt, ...)
+{
+    char t[INNER - 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t, sizeof t, fmt, ap);
+    va_end(ap);
+    put(b, "| %-*s |\n", INNER - 2, t);
+}
+
 static void rows(struct buf *b, const char *name, const struct memtrace_stat *arr, int bytes)
 {
     static const char *sub[] = {"", "      from small pool", "      from large pool"};
@@ -115,7 +138,7 @@ static void rows(struct buf *b, const char *name, const struct memtrace_stat *ar
         }
         put(b, "| %-21s | %s | %s | %s | %s |\n", i ? sub[i] : name, c[0], c[1], c[2], c[3]);
     }
-    put(b, "|---------------------------------------------------------------------------|\n");
+    rule(b, '-');
 }
 
 MEMTRACE_API int memtrace_alloc_summary(struct memtrace_allocator *a, char *out, size_t size)
@@ -127,15 +150,16 @@ MEMTRACE_API int memtrace_alloc_summary(struct memtrace_allocator *a, char *out,
     memtrace_alloc_get_stats(a, &st);
     if (size)
         out[0] = 0;
-    put(&b, "|===========================================================================|\n");
-    put(&b, "|                 memtrace caching allocator memory summary                 |\n");
-    put(&b, "|---------------------------------------------------------------------------|\n");
-    put(&b, "| device %-4d | OOMs: %-10lld | allocation retries: %-10lld | syncs: %-5lld|\n",
-        a->device, (long long)st.num_ooms, (long long)st.num_alloc_retries,
-        (long long)st.num_sync_all_streams);
-    put(&b, "|===========================================================================|\n");
+    rule(&b, '=');
+    static const char title[] = "memtrace caching allocator memory summary";
+    text_row(&b, "%*s", (int)(INNER - 2 + sizeof title - 1) / 2, title);
+    rule(&b, '-');
+    text_row(&b, "device %d    OOMs: %lld    allocation retries: %lld    syncs: %lld", a->device,
+             (long long)st.num_ooms, (long long)st.num_alloc_retries,
+             (long long)st.num_sync_all_streams);
+    rule(&b, '=');
     put(&b, "|        Metric         |  Cur Usage  | Peak Usage  |  Tot Alloc  |  Tot Freed  |\n");
-    put(&b, "|---------------------------------------------------------------------------|\n");
+    rule(&b, '-');
     rows(&b, "Allocated memory", st.allocated_bytes, 1);
     rows(&b, "Active memory", st.active_bytes, 1);
     rows(&b, "Requested memory", st.requested_bytes, 1);
@@ -145,8 +169,8 @@ MEMTRACE_API int memtrace_alloc_summary(struct memtrace_allocator *a, char *out,
     rows(&b, "Active allocs", st.active, 0);
     rows(&b, "Reserved segments", st.segment, 0);
     rows(&b, "Non-releasable allocs", st.inactive_split, 0);
-    put(&b, "| device calls: %lld alloc, %lld free%*s|\n", (long long)st.num_device_alloc,
-        (long long)st.num_device_free, 40, "");
-    put(&b, "|===========================================================================|\n");
+    text_row(&b, "device calls: %lld alloc, %lld free", (long long)st.num_device_alloc,
+             (long long)st.num_device_free);
+    rule(&b, '=');
     return (int)b.len;
 }

@@ -410,6 +410,10 @@ static void test_recorded(void)
     is_int(n0 + 5, recorded(), "segment_free");
     len = memtrace_alloc_summary(a, buf, sizeof(buf));
     ok(len > 0 && (size_t)len < sizeof(buf) && strstr(buf, "Allocated memory"), "summary table");
+    int lines = 0, even = 1;
+    for (char *p = buf, *nl; (nl = strchr(p, '\n')) != NULL; p = nl + 1, lines++)
+        even = even && nl - p == 81 && p[0] == '|' && nl[-1] == '|';
+    ok(lines == 45 && even, "summary: %d lines, each 81 columns wide, bar to bar", lines);
     memtrace_alloc_destroy(a);
 }
 
