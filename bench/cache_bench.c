@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "examples/args.h"
 #include "memtrace.h"
 #include "memtrace_alloc.h"
 #include "util.h"
@@ -133,8 +134,32 @@ static int wanted(const char *only, const char *name)
 
 int main(int argc, char **argv)
 {
-    long n = argc > 1 ? atol(argv[1]) : 2000000;
+    static const char *cases[] = {"raw", "none", "rec", "stk", "ratio", "clock"};
+    int rc = args_check(argc, argv, 2,
+                        "usage: cache_bench [PAIRS [CASE]]\n"
+                        "Times alloc+free pairs on the host device (PAIRS, default 2000000): the\n"
+                        "raw device calls, the caching allocator not recording, recording without\n"
+                        "stacks and with 32-frame stacks, their interleaved ratio, and the clock.\n"
+                        "CASE runs one of them alone: raw, none, rec, stk, ratio or clock.\n");
+    if (rc >= 0)
+        return rc;
+    long long pairs = 2000000;
+    if (argc > 1 && args_count(argv, "PAIRS", argv[1], 1000000000000LL, &pairs) != 0)
+        return 2;
+    long n = (long)pairs;
+    if (n < 20) {
+        fprintf(stderr, "cache_bench: PAIRS must be at least 20 (the deep case runs PAIRS/20)\n");
+        return 2;
+    }
     const char *only = argc > 2 ? argv[2] : NULL;
+    int known = only == NULL;
+    for (size_t i = 0; i < MT_ARRAY_SIZE(cases) && !known; i++)
+        known = strcmp(only, cases[i]) == 0;
+    if (!known) {
+        fprintf(stderr, "cache_bench: unknown case '%s' (raw, none, rec, stk, ratio or clock)\n",
+                only);
+        return 2;
+    }
     struct memtrace_options o;
     if (memtrace_device_open_host(&dev, 1ull << 30) || memtrace_alloc_create(&alloc, dev)) {
         fprintf(stderr, "cache_bench: no host device\n");

@@ -4,6 +4,7 @@
  *   bench/format_bench [events] [file] */
 #include "config.h"
 
+#include "examples/args.h"
 #include "memtrace_snapshot.h"
 #include "writer.h"
 
@@ -40,7 +41,17 @@ static struct stamp since(struct stamp a)
 
 int main(int argc, char **argv)
 {
-    size_t total = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
+    int rc = args_check(argc, argv, 2,
+                        "usage: format_bench [EVENTS [FILE]]\n"
+                        "Encodes EVENTS events of a training-loop pattern (default 1000000) into\n"
+                        "FILE (default a temporary file, removed after), decodes them, and prints\n"
+                        "bytes per event and both rates.\n");
+    if (rc >= 0)
+        return rc;
+    long long events = 1000000;
+    if (argc > 1 && args_count(argv, "EVENTS", argv[1], 1000000000LL, &events) != 0)
+        return 2;
+    size_t total = (size_t)events;
     char path[256];
     if (argc > 2)
         snprintf(path, sizeof(path), "%s", argv[2]);
@@ -50,8 +61,10 @@ int main(int argc, char **argv)
     size_t nchunks = (total + chunk - 1) / chunk;
     struct memtrace_event *ev = malloc(nchunks * chunk * sizeof(*ev));
     static struct mt_training t;
-    if (ev == NULL || total == 0)
+    if (ev == NULL) {
+        fprintf(stderr, "format_bench: no memory for %zu events\n", total);
         return 1;
+    }
     mt_training_init(&t, 1);
     mt_training_next(&t, ev, total);
 

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "examples/args.h"
+
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 CUresult cuInit(unsigned flags);
@@ -168,8 +170,18 @@ int main(int argc, char **argv)
     long n = 200000;
     if (argc > 2 && strcmp(argv[1], "--child") == 0)
         return child(atol(argv[2]), argc > 3 && strcmp(argv[3], "idle") == 0);
-    if (argc > 1)
-        n = atol(argv[1]);
+    int rc =
+        args_check(argc, argv, 1,
+                   "usage: interpose_bench [PAIRS]\n"
+                   "Times cuMemAlloc_v2+cuMemFree_v2 pairs (PAIRS, default 200000) on the fake\n"
+                   "driver without the preload, with one idle thread, with the preload and no\n"
+                   "stacks, and with 32-frame stacks. Run with LD_LIBRARY_PATH=tests/fakes.\n");
+    if (rc >= 0)
+        return rc;
+    long long pairs = n;
+    if (argc > 1 && args_count(argv, "PAIRS", argv[1], 1000000000LL, &pairs) != 0)
+        return 2;
+    n = (long)pairs;
     const char *preload = getenv("MEMTRACE_BENCH_PRELOAD");
     if (preload == NULL)
         preload = BUILDDIR "/.libs/libmemtrace_preload.so";

@@ -10,6 +10,7 @@
  * reports its size per event; with no stacks there are no stack tables. */
 #include "config.h"
 
+#include "examples/args.h"
 #include "memtrace.h"
 
 #include <stdint.h>
@@ -47,8 +48,10 @@ static void start(int depth, const char *stream)
     o.stack_depth = depth;
     o.max_entries = stream ? 0 : EVENTS;
     o.stream_path = stream;
-    if (memtrace_record_history(&o) != 0) {
-        fprintf(stderr, "recorder_bench: cannot start recording\n");
+    int rc = memtrace_record_history(&o);
+    if (rc != 0) {
+        fprintf(stderr, "recorder_bench: cannot start recording%s%s: %s\n", stream ? " to " : "",
+                stream ? stream : "", memtrace_strerror(rc));
         exit(1);
     }
 }
@@ -152,7 +155,19 @@ static long long file_size(const char *path)
 
 int main(int argc, char **argv)
 {
+    int rc = args_check(argc, argv, 1,
+                        "usage: recorder_bench [DIR]\n"
+                        "Times memtrace_record_event without stacks and with 16- and 32-frame\n"
+                        "stacks, then streams a training-loop pattern to a file in DIR (default\n"
+                        "/tmp, removed after) and prints its bytes per event.\n");
+    if (rc >= 0)
+        return rc;
     const char *dir = argc > 1 ? argv[1] : "/tmp";
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK) != 0) {
+        fprintf(stderr, "recorder_bench: %s is not a writable directory\n", dir);
+        return 2;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/recorder_bench-%d.memtrace", dir, (int)getpid());
 

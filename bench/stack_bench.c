@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "examples/args.h"
 #include "stack.h"
 #include "util.h"
 
@@ -71,12 +72,16 @@ static void *intern_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        iters = atol(argv[1]);
-    if (iters <= 0) {
-        fprintf(stderr, "usage: stack_bench [iterations > 0]\n");
+    int rc = args_check(argc, argv, 1,
+                        "usage: stack_bench [ITERATIONS]\n"
+                        "Times stack capture at depths 16 and 32, interning of a seen stack, and\n"
+                        "interning from several threads, ITERATIONS times each.\n");
+    if (rc >= 0)
+        return rc;
+    long long count = iters;
+    if (argc > 1 && args_count(argv, "ITERATIONS", argv[1], 1000000000LL, &count) != 0)
         return 2;
-    }
+    iters = (long)count;
     static const int depths[] = {16, 32};
     for (size_t i = 0; i < MT_ARRAY_SIZE(depths); i++) {
         struct result r;

@@ -2,13 +2,14 @@
  *
  * On a 64 MiB host device, eight 6 MiB tensors fill three 20 MiB segments of the
  * caching allocator (three tensors per segment and a 2 MiB tail). Freeing every
- * other tensor leaves 24 MiB free in the cache, yet a 12 MiB request fails: no free
+ * other tensor leaves 36 MiB free in the cache, yet a 12 MiB request fails: no free
  * hole is large enough and the device has only 4 MiB left. The program prints the
  * allocator's statistics at each stage, then frees everything and empties the cache.
  *
  *   fragmentation [out.memtrace]    (default fragmentation.memtrace) */
 #include <stdio.h>
 
+#include "args.h"
 #include "memtrace.h"
 #include "memtrace_alloc.h"
 #include "memtrace_device.h"
@@ -29,13 +30,20 @@ static void show(struct memtrace_allocator *a, const char *stage)
 
 int main(int argc, char **argv)
 {
+    int rc = args_check(argc, argv, 1,
+                        "usage: fragmentation [OUT.memtrace]\n"
+                        "Shows a request that fails on a 64 MiB host device while 36 MiB sit\n"
+                        "free in the caching allocator, and writes the recording to\n"
+                        "OUT.memtrace (default fragmentation.memtrace).\n");
+    if (rc >= 0)
+        return rc;
     const char *out = argc > 1 ? argv[1] : "fragmentation.memtrace";
     struct memtrace_options o;
     memtrace_options_init(&o);
     memtrace_record_history(&o);
     struct memtrace_device *dev;
     struct memtrace_allocator *a;
-    int rc = memtrace_device_open_host(&dev, 64 << 20);
+    rc = memtrace_device_open_host(&dev, 64 << 20);
     if (rc == 0)
         rc = memtrace_alloc_create(&a, dev);
     if (rc) {

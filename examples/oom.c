@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "args.h"
 #include "memtrace.h"
 #include "memtrace_alloc.h"
 #include "memtrace_device.h"
@@ -27,6 +28,13 @@ static void on_oom(void *ctx, struct memtrace_allocator *a, int device, uint64_t
 
 int main(int argc, char **argv)
 {
+    int rc = args_check(argc, argv, 1,
+                        "usage: oom [OUT.memtrace]\n"
+                        "Fills a 64 MiB host device until an allocation fails; the allocator's\n"
+                        "out-of-memory observer writes a snapshot to OUT.memtrace (default\n"
+                        "oom.memtrace), which the program then reads back.\n");
+    if (rc >= 0)
+        return rc;
     const char *path = argc > 1 ? argv[1] : "oom.memtrace";
     struct memtrace_options o;
     memtrace_options_init(&o);
@@ -34,7 +42,7 @@ int main(int argc, char **argv)
 
     struct memtrace_device *dev;
     struct memtrace_allocator *a;
-    int rc = memtrace_device_open_host(&dev, 64 << 20);
+    rc = memtrace_device_open_host(&dev, 64 << 20);
     if (rc == 0)
         rc = memtrace_alloc_create(&a, dev);
     char conf[600];

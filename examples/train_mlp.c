@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "memtrace.h"
 #include "memtrace_alloc.h"
 #include "memtrace_device.h"
@@ -226,9 +227,17 @@ static void zeros(struct tensor *t, size_t n)
 
 int main(int argc, char **argv)
 {
+    int rc = args_check(argc, argv, 2,
+                        "usage: train_mlp [OUT.memtrace [STEPS]]\n"
+                        "Trains a 784-256-128-10 MLP on memtrace's host device, recording every\n"
+                        "allocation, and writes the history to OUT.memtrace (default\n"
+                        "train.memtrace) after STEPS steps (default 24, at most 100000).\n");
+    if (rc >= 0)
+        return rc;
     const char *out = argc > 1 ? argv[1] : "train.memtrace";
-    int steps = argc > 2 ? atoi(argv[2]) : 24;
-    int rc;
+    long long steps = 24;
+    if (argc > 2 && args_count(argv, "steps", argv[2], 100000, &steps) != 0)
+        return 2;
     struct memtrace_options o;
     memtrace_options_init(&o);
     if ((rc = memtrace_record_history(&o)))
@@ -239,8 +248,8 @@ int main(int argc, char **argv)
         die("alloc_create", rc);
     if ((rc = memtrace_stream_create(dev, &stream)))
         die("stream_create", rc);
-    printf("train_mlp: %d-%d-%d-%d MLP, batch %d, Adam, %d steps on %s device \"%s\"\n", IN, H1, H2,
-           OUT, BATCH, steps, memtrace_device_backend(dev), memtrace_device_name(dev));
+    printf("train_mlp: %d-%d-%d-%d MLP, batch %d, Adam, %lld steps on %s device \"%s\"\n", IN, H1,
+           H2, OUT, BATCH, steps, memtrace_device_backend(dev), memtrace_device_name(dev));
 
     struct layer L[3];
     memtrace_category_push("parameters");
