@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +120,39 @@ static int is_known_meta(const char *key)
     return 0;
 }
 
+/* The text report is two columns: labels, then values from column LABEL_WIDTH + 1;
+ * a sub-row's label is indented by two. The widest label of memtrace's own is
+ * "  free_requested". */
+#define LABEL_WIDTH 16
+
+static void label(const char *text)
+{
+    printf("%-*s ", LABEL_WIDTH, text);
+}
+
+static void row(const char *text, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void row(const char *text, const char *fmt, ...)
+{
+    va_list ap;
+    label(text);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+}
+
+static void value_row(const char *text, json_t *v)
+{
+    label(text);
+    print_value(v);
+    fputc('\n', stdout);
+}
+
+static void sub_row(const char *text, const char *value)
+{
+    printf("  %-*s %s\n", LABEL_WIDTH - 2, text, value);
+}
+
 static void print_text(const char *path, struct memtrace_reader *r, const struct info *in,
                        json_t *meta, json_t *end)
 {
@@ -125,42 +160,38 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
     int truncated = memtrace_reader_truncated(r);
     uint64_t size = memtrace_reader_file_size(r);
 
-    printf("file            %s\n", path);
+    row("file", "%s", path);
     const char *writer = meta_str(meta, "memtrace_version");
     if (writer)
-        printf("format version  %u (written by memtrace %s)\n", memtrace_reader_version(r), writer);
+        row("format version", "%u (written by memtrace %s)", memtrace_reader_version(r), writer);
     else
-        printf("format version  %u\n", memtrace_reader_version(r));
-    printf("file size       %s (%" PRIu64 " bytes)\n", mt_fmt_bytes(a, sizeof(a), size), size);
-    printf("status          %s\n", truncated ? "truncated (no end record)" : "complete");
+        row("format version", "%u", memtrace_reader_version(r));
+    row("file size", "%s (%" PRIu64 " bytes)", mt_fmt_bytes(a, sizeof(a), size), size);
+    row("status", "%s", truncated ? "truncated (no end record)" : "complete");
 
     const char *host = meta_str(meta, "host");
     if (!host)
         host = meta_str(meta, "hostname");
     if (host)
-        printf("host            %s\n", host);
+        row("host", "%s", host);
     json_t *v;
     if ((v = json_object_get(meta, "pid"))) {
-        fputs("pid             ", stdout);
-        print_value(v);
-        fputc('\n', stdout);
+        value_row("pid", v);
     }
     if ((v = json_object_get(meta, "argv"))) {
-        fputs("argv            ", stdout);
+        label("argv");
         print_argv(v);
         fputc('\n', stdout);
     }
     if ((v = json_object_get(meta, "rank")) && !json_is_null(v)) {
-        fputs("rank            ", stdout);
-        print_value(v);
-        fputc('\n', stdout);
+        value_row("rank", v);
     }
     uint64_t wall, mono;
     if (mt_meta_clock(meta, &wall, &mono))
-        printf("start time      %s\n", mt_fmt_utc(a, sizeof(a), wall));
+        row("start time", "%s", mt_fmt_utc(a, sizeof(a), wall));
     json_t *devices = json_object_get(meta, "devices");
     if (json_is_array(devices)) {
-        printf("devices         %zu\n", json_array_size(devices));
+        row("devices", "%zu", json_array_size(devices));
         size_t k;
         json_t *d;
         json_array_foreach(devices, k, d)
@@ -170,58 +201,56 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
             const char *name = meta_str(d, "name");
             const char *backend = meta_str(d, "backend");
             uint64_t total = device_total(d);
-            printf("  %-13" PRIu64 " %s, %s (%" PRIu64 " bytes), %s\n", index, name ? name : "?",
-                   mt_fmt_bytes(a, sizeof(a), total), total, backend ? backend : "?");
+            char idx[24], desc[512];
+            snprintf(idx, sizeof idx, "%" PRIu64, index);
+            snprintf(desc, sizeof desc, "%s, %s (%" PRIu64 " bytes), %s", name ? name : "?",
+                     mt_fmt_bytes(a, sizeof(a), total), total, backend ? backend : "?");
+            sub_row(idx, desc);
         }
     }
     if ((v = json_object_get(meta, "allocator_settings"))) {
-        fputs("allocator       ", stdout);
-        print_value(v);
-        fputc('\n', stdout);
+        value_row("allocator", v);
     }
     const char *key;
     json_object_foreach(meta, key, v)
     {
         if (is_known_meta(key))
             continue;
-        printf("%-15s ", key);
-        print_value(v);
-        fputc('\n', stdout);
+        value_row(key, v);
     }
 
-    printf("events          %s\n", mt_fmt_count(a, sizeof(a), in->events));
+    row("events", "%s", mt_fmt_count(a, sizeof(a), in->events));
     for (int k = 0; k < MEMTRACE_ACTION_COUNT; k++)
         if (in->actions[k])
-            printf("  %-13s %s\n", memtrace_action_name(k),
-                   mt_fmt_count(a, sizeof(a), in->actions[k]));
+            sub_row(memtrace_action_name(k), mt_fmt_count(a, sizeof(a), in->actions[k]));
     if (in->unknown_actions)
-        printf("  %-13s %s\n", "unknown", mt_fmt_count(a, sizeof(a), in->unknown_actions));
-    printf("stacks          %s distinct, %s frames\n",
-           mt_fmt_count(a, sizeof(a), memtrace_reader_stack_count(r)),
-           mt_fmt_count(b, sizeof(b), memtrace_reader_frame_count(r)));
-    printf("segments        %s in the final state\n",
-           mt_fmt_count(a, sizeof(a), memtrace_reader_segment_count(r)));
+        sub_row("unknown", mt_fmt_count(a, sizeof(a), in->unknown_actions));
+    row("stacks", "%s distinct, %s frames",
+        mt_fmt_count(a, sizeof(a), memtrace_reader_stack_count(r)),
+        mt_fmt_count(b, sizeof(b), memtrace_reader_frame_count(r)));
+    row("segments", "%s in the final state",
+        mt_fmt_count(a, sizeof(a), memtrace_reader_segment_count(r)));
     if (in->events)
-        printf("time span       %s (%" PRIu64 " .. %" PRIu64 " ns)\n",
-               mt_fmt_duration(c, sizeof(c), in->t_max - in->t_min), in->t_min, in->t_max);
+        row("time span", "%s (%" PRIu64 " .. %" PRIu64 " ns)",
+            mt_fmt_duration(c, sizeof(c), in->t_max - in->t_min), in->t_min, in->t_max);
     if (end) {
         uint64_t dropped = 0;
         json_t *ov = json_object_get(end, "overflowed");
         if (!ov)
             ov = json_object_get(end, "overflow");
         meta_u64(end, "dropped", &dropped);
-        printf("dropped         %s events%s\n", mt_fmt_count(a, sizeof(a), dropped),
-               json_is_true(ov) || (json_is_integer(ov) && json_integer_value(ov))
-                   ? " (the history ring overflowed)"
-                   : "");
+        row("dropped", "%s events%s", mt_fmt_count(a, sizeof(a), dropped),
+            json_is_true(ov) || (json_is_integer(ov) && json_integer_value(ov))
+                ? " (the history ring overflowed)"
+                : "");
         json_object_foreach(end, key, v)
         {
             if (strcmp(key, "dropped") == 0 || strcmp(key, "overflowed") == 0 ||
                 strcmp(key, "overflow") == 0)
                 continue;
-            printf("end %-11s ", key);
-            print_value(v);
-            fputc('\n', stdout);
+            char end_key[256];
+            snprintf(end_key, sizeof end_key, "end %s", key);
+            value_row(end_key, v);
         }
     }
 }

@@ -140,27 +140,29 @@ static void check_text(const char *path)
 {
     struct cli_out o = cli_run((const char *const[]){"info", path, NULL});
     is_int(0, o.status, "info exits 0");
-    expect_line(o.out, "status", "status          complete");
-    expect_line(o.out, "format version", "format version  1 (written by memtrace 0.1.0)");
+    expect_line(o.out, "status", "status           complete");
+    expect_line(o.out, "format version", "format version   1 (written by memtrace 0.1.0)");
     ok(strstr(o.out, "\nmemtrace_version") == NULL,
        "text: the writer's version is not repeated as a row of its own");
-    expect_line(o.out, "host", "host            node7");
-    expect_line(o.out, "pid", "pid             4242");
-    expect_line(o.out, "argv", "argv            python train.py --lr 0.1");
-    expect_line(o.out, "rank", "rank            3");
-    expect_line(o.out, "start time", "start time      2023-11-14T22:13:20.123Z");
-    expect_line(o.out, "devices", "devices         2");
-    expect_line(o.out, "  0 ", "  0             Fake GPU 0, 80.0 GiB (85899345920 bytes), cuda");
-    expect_line(o.out, "allocator", "allocator       {\"max_split_size_mb\": 64}");
-    expect_line(o.out, "recorded_by", "recorded_by     test");
-    expect_line(o.out, "events", "events          35");
-    expect_line(o.out, "  alloc ", "  alloc         7");
-    expect_line(o.out, "  segment_map", "  segment_map   4");
-    expect_line(o.out, "  annotate", "  annotate      6");
-    expect_line(o.out, "stacks", "stacks          5 distinct, 4 frames");
-    expect_line(o.out, "segments", "segments        2 in the final state");
-    expect_line(o.out, "time span", "time span       8.5 us (5000001000 .. 5000009500 ns)");
-    expect_line(o.out, "dropped", "dropped         12 events (the history ring overflowed)");
+    expect_line(o.out, "host", "host             node7");
+    expect_line(o.out, "pid", "pid              4242");
+    expect_line(o.out, "argv", "argv             python train.py --lr 0.1");
+    expect_line(o.out, "rank", "rank             3");
+    expect_line(o.out, "start time", "start time       2023-11-14T22:13:20.123Z");
+    expect_line(o.out, "devices", "devices          2");
+    expect_line(o.out, "  0 ", "  0              Fake GPU 0, 80.0 GiB (85899345920 bytes), cuda");
+    expect_line(o.out, "allocator", "allocator        {\"max_split_size_mb\": 64}");
+    expect_line(o.out, "recorded_by", "recorded_by      test");
+    expect_line(o.out, "events", "events           35");
+    expect_line(o.out, "  alloc ", "  alloc          7");
+    expect_line(o.out, "  free_requested", "  free_requested 3");
+    expect_line(o.out, "  free_completed", "  free_completed 5");
+    expect_line(o.out, "  segment_map", "  segment_map    4");
+    expect_line(o.out, "  annotate", "  annotate       6");
+    expect_line(o.out, "stacks", "stacks           5 distinct, 4 frames");
+    expect_line(o.out, "segments", "segments         2 in the final state");
+    expect_line(o.out, "time span", "time span        8.5 us (5000001000 .. 5000009500 ns)");
+    expect_line(o.out, "dropped", "dropped          12 events (the history ring overflowed)");
     cli_free(&o);
 }
 
@@ -198,9 +200,9 @@ static void check_truncated(const char *path)
              path, (unsigned long long)first_end);
     is_string(want, o.err, "cut in a chunk: the warning");
     char line[512];
-    is_string("status          truncated (no end record)", cli_line(o.out, "status", line, 512),
+    is_string("status           truncated (no end record)", cli_line(o.out, "status", line, 512),
               "text status: truncated");
-    is_string("events          20", cli_line(o.out, "events", line, 512), "text: 20 events");
+    is_string("events           20", cli_line(o.out, "events", line, 512), "text: 20 events");
     cli_free(&o);
 }
 
