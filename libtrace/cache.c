@@ -271,13 +271,21 @@ static struct mt_block *hash_find(struct memtrace_allocator *a, uint64_t addr, i
 
 /* ---- recording ---- */
 
-static uint32_t record(struct memtrace_allocator *a, int action, uint64_t addr, uint64_t size,
-                       uint64_t requested, uint64_t stream, int pool, uint64_t aux)
+/* 1 while recording, with the allocator's source string interned. */
+static int recording(struct memtrace_allocator *a)
 {
     if (!memtrace_is_recording())
         return 0;
     if (MT_UNLIKELY(!a->source))
         a->source = memtrace_intern("caching_allocator");
+    return 1;
+}
+
+static uint32_t record(struct memtrace_allocator *a, int action, uint64_t addr, uint64_t size,
+                       uint64_t requested, uint64_t stream, int pool, uint64_t aux)
+{
+    if (!recording(a))
+        return 0;
     struct mt_block_event f = {
         .addr = addr,
         .size = size,
@@ -295,10 +303,8 @@ static uint32_t record(struct memtrace_allocator *a, int action, uint64_t addr, 
 /* A block freed at once: free_requested and free_completed, one time, one lock. */
 static void record_free_now(struct memtrace_allocator *a, const struct mt_block *b, int pool)
 {
-    if (!memtrace_is_recording())
+    if (!recording(a))
         return;
-    if (MT_UNLIKELY(!a->source))
-        a->source = memtrace_intern("caching_allocator");
     struct mt_block_event f = {
         .addr = b->addr,
         .size = b->size,

@@ -947,6 +947,21 @@ static inline __attribute__((always_inline)) void keep(const struct memtrace_eve
         stream_append(ev);
 }
 
+/* The category an alloc recorded now gets: the innermost one pushed on this thread. */
+static inline uint32_t current_category(void)
+{
+    return MT_UNLIKELY(tls_ncategories > 0) ? tls_categories[tls_ncategories - 1] : 0;
+}
+
+/* Captures and interns the current stack. Always inlined: the one frame it skips is
+ * then the recorder's entry point, and the stack starts at its caller. */
+static inline __attribute__((always_inline)) uint32_t capture_stack(int depth)
+{
+    uintptr_t ips[MEMTRACE_MAX_FRAMES];
+    int nips = mt_stack_capture(ips, depth, 1);
+    return mt_stack_intern(ips, nips);
+}
+
 /* memtrace_record_event_with's callback, under R.lock, when the event is not kept. */
 static __attribute__((noinline)) int locked_only(struct memtrace_event *ev, memtrace_locked_fn fn,
                                                  void *ctx, int rc)
@@ -992,13 +1007,11 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
         if (e->time_ns == 0)
             e->time_ns = now ? now : (now = mt_now_ns());
         e->tid = tid;
-        if (MT_UNLIKELY(tls_ncategories > 0) && e->action == MEMTRACE_ALLOC && e->category == 0)
-            e->category = tls_categories[tls_ncategories - 1];
+        if (e->action == MEMTRACE_ALLOC && e->category == 0)
+            e->category = current_category();
         if ((stacked & bit) && e->stack == 0) {
             if (!captured) {
-                uintptr_t ips[MEMTRACE_MAX_FRAMES];
-                int nips = mt_stack_capture(ips, depth, 1);
-                stack = mt_stack_intern(ips, nips);
+                stack = capture_stack(depth);
                 captured = 1;
             }
             e->stack = stack;
@@ -1053,14 +1066,9 @@ uint32_t mt_record_block(const struct mt_block_event *f, int freed)
         .source = f->source,
         .action = (uint8_t)action,
     };
-    if (MT_UNLIKELY(tls_ncategories > 0) && action == MEMTRACE_ALLOC)
-        ev.category = tls_categories[tls_ncategories - 1];
-    uint32_t stack = 0;
-    if (R.stack_actions & bits) {
-        uintptr_t ips[MEMTRACE_MAX_FRAMES];
-        int nips = mt_stack_capture(ips, R.stack_depth, 1);
-        stack = mt_stack_intern(ips, nips);
-    }
+    if (action == MEMTRACE_ALLOC)
+        ev.category = current_category();
+    uint32_t stack = R.stack_actions & bits ? capture_stack(R.stack_depth) : 0;
     rlock();
     if (atomic_load_explicit(&R.recording, memory_order_relaxed)) {
         ev.stack = R.stack_actions & 1u << ev.action ? stack : 0;
