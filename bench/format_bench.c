@@ -49,7 +49,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     long long events = 1000000;
-    if (argc > 1 && args_count(argv, "EVENTS", argv[1], 1000000000LL, &events) != 0)
+    if (argc > 1 && args_count(argv, "EVENTS", argv[1], 1, 1000000000LL, &events) != 0)
         return 2;
     size_t total = (size_t)events;
     char path[256];

@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     long long pairs = n;
-    if (argc > 1 && args_count(argv, "PAIRS", argv[1], 1000000000LL, &pairs) != 0)
+    if (argc > 1 && args_count(argv, "PAIRS", argv[1], 1, 1000000000LL, &pairs) != 0)
         return 2;
     n = (long)pairs;
     const char *preload = getenv("MEMTRACE_BENCH_PRELOAD");

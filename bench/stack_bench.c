@@ -79,7 +79,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     long long count = iters;
-    if (argc > 1 && args_count(argv, "ITERATIONS", argv[1], 1000000000LL, &count) != 0)
+    if (argc > 1 && args_count(argv, "ITERATIONS", argv[1], 1, 1000000000LL, &count) != 0)
         return 2;
     iters = (long)count;
     static const int depths[] = {16, 32};

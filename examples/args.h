@@ -36,17 +36,17 @@ static inline int args_check(int argc, char **argv, int max_operands, const char
     return -1;
 }
 
-/* Parses arg as a whole number from 1 to max into *out. Returns 0, or 2 after one
+/* Parses arg as a whole number from min to max into *out. Returns 0, or 2 after one
  * line naming what, and arg, on stderr. */
-static inline int args_count(char **argv, const char *what, const char *arg, long long max,
-                             long long *out)
+static inline int args_count(char **argv, const char *what, const char *arg, long long min,
+                             long long max, long long *out)
 {
     char *end;
     errno = 0;
     long long v = strtoll(arg, &end, 10);
-    if (*arg == '\0' || *end != '\0' || errno != 0 || v < 1 || v > max) {
-        fprintf(stderr, "%s: %s must be a whole number from 1 to %lld, not '%s'\n", args_name(argv),
-                what, max, arg);
+    if (*arg == '\0' || *end != '\0' || errno != 0 || v < min || v > max) {
+        fprintf(stderr, "%s: %s must be a whole number from %lld to %lld, not '%s'\n",
+                args_name(argv), what, min, max, arg);
         return 2;
     }
     *out = v;

@@ -236,7 +236,7 @@ int main(int argc, char **argv)
         return rc;
     const char *out = argc > 1 ? argv[1] : "train.memtrace";
     long long steps = 24;
-    if (argc > 2 && args_count(argv, "steps", argv[2], 100000, &steps) != 0)
+    if (argc > 2 && args_count(argv, "steps", argv[2], 1, 100000, &steps) != 0)
         return 2;
     struct memtrace_options o;
     memtrace_options_init(&o);
