@@ -3,7 +3,7 @@
 noinst_LTLIBRARIES += libmemtrace_core.la
 libmemtrace_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
 libmemtrace_core_la_SOURCES = \
-	libtrace/util.c libtrace/util.h libtrace/error.c \
+	libtrace/util.c libtrace/util.h \
 	libtrace/recorder.c libtrace/recorder.h \
 	libtrace/strings.c libtrace/strings.h \
 	libtrace/stack.c libtrace/stack.h \

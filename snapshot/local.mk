@@ -1,29 +1,41 @@
-# snapshot: the .memtrace format (docs/FORMAT.md): writer, streaming reader, tests.
-libmemtrace_core_la_SOURCES += snapshot/writer.c snapshot/writer.h snapshot/reader.c \
-	snapshot/format.h
+# snapshot: libmemtrace_snapshot, the .memtrace format (docs/FORMAT.md) and everything
+# that reads it: writer, streaming reader, names and error texts. It depends on zlib
+# and jansson only: the recording runtime (libmemtrace_core) links it and uses its
+# writer, and the memtrace CLI links it without the runtime.
+noinst_LTLIBRARIES += libmemtrace_snapshot.la
+libmemtrace_snapshot_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
+libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/reader.c \
+	snapshot/format.h snapshot/names.c
+libmemtrace_snapshot_la_LIBADD = $(JANSSON_LIBS) $(ZLIB_LIBS)
+SNAPSHOT_LIBS = libmemtrace_snapshot.la $(JANSSON_LIBS) $(ZLIB_LIBS)
 include_HEADERS += snapshot/memtrace_snapshot.h
+libmemtrace_core_la_LIBADD += libmemtrace_snapshot.la
+
+# snapshot/ includes nothing of libtrace/ but its public header memtrace.h.
+TESTS += tests/snapshot/layering-check.sh
+EXTRA_DIST += tests/snapshot/layering-check.sh
 
 check_PROGRAMS += tests/snapshot/writer-t
 TESTS += tests/snapshot/writer-t
 tests_snapshot_writer_t_SOURCES = tests/snapshot/writer-t.c tests/snapshot/training.h \
 	tests/snapshot/util.h
-tests_snapshot_writer_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_snapshot_writer_t_LDADD = $(SNAPSHOT_LIBS)
 
 check_PROGRAMS += tests/snapshot/reader-t
 TESTS += tests/snapshot/reader-t
 tests_snapshot_reader_t_SOURCES = tests/snapshot/reader-t.c tests/snapshot/util.h
-tests_snapshot_reader_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_snapshot_reader_t_LDADD = $(SNAPSHOT_LIBS)
 
 check_PROGRAMS += tests/snapshot/suites-t
 TESTS += tests/snapshot/suites-t
 tests_snapshot_suites_t_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'
-tests_snapshot_suites_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_snapshot_suites_t_LDADD = $(SNAPSHOT_LIBS)
 EXTRA_DIST += tests/snapshot/valid tests/snapshot/invalid
 
 # Rewrites the committed cases: tests/snapshot/gen-cases $(top_srcdir)/tests/snapshot
 check_PROGRAMS += tests/snapshot/gen-cases
 tests_snapshot_gen_cases_SOURCES = tests/snapshot/gen-cases.c tests/snapshot/util.h
-tests_snapshot_gen_cases_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_snapshot_gen_cases_LDADD = $(SNAPSHOT_LIBS)
 
 # Encode/decode throughput and bytes per event of the EVENTS encoding.
 noinst_PROGRAMS += bench/format_bench

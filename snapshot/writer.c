@@ -33,7 +33,6 @@
 #include "writer.h"
 
 #include "format.h"
-#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +41,23 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+
+/* write(2) until all of buf is in the kernel; 0 or -errno. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
 
 /* Level 1 deflates several times faster than the default and, on columns that
  * repeat, compresses within a few percent of it. */
@@ -135,7 +151,7 @@ static int write_chunk(struct mt_writer *w, int type, size_t len, size_t time_fr
     mt_put_u32(h + 8, (uint32_t)len);
     mt_put_u32(h + 12, (uint32_t)crc32(0, h + MT_CHUNK_HEADER_LEN, (uInt)stored));
     mt_put_u32(h + 16, (uint32_t)crc32(0, h, 16));
-    int rc = mt_write_all(w->fd, w->out, MT_CHUNK_HEADER_LEN + stored);
+    int rc = write_all(w->fd, w->out, MT_CHUNK_HEADER_LEN + stored);
     if (rc < 0) {
         /* A partial chunk may be on disk: anything after it would read as a corrupt
          * middle, so the writer stops here and the file reads as truncated. */
@@ -170,7 +186,7 @@ int mt_writer_open(struct mt_writer **out, const char *path)
     mt_put_u16(h + 8, MT_VERSION_MAJOR);
     mt_put_u16(h + 10, MT_VERSION_MINOR);
     mt_put_u32(h + 12, 0);
-    int rc = mt_write_all(w->fd, h, sizeof(h));
+    int rc = write_all(w->fd, h, sizeof(h));
     if (rc < 0) {
         close(w->fd);
         deflateEnd(&w->zs);

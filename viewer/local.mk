@@ -1,8 +1,9 @@
 # viewer: the memtrace command-line tool. One file per subcommand; main.c holds the
-# command table. It uses only the public API (memtrace.h, memtrace_snapshot.h).
+# command table. It links the format library (libmemtrace_snapshot) and, for `run`,
+# nothing more: no recording runtime, no libunwind or libdw.
 bin_PROGRAMS += memtrace
 memtrace_SOURCES = viewer/main.c viewer/cli.c viewer/cli.h viewer/info.c viewer/summary.c
-memtrace_LDADD = libmemtrace.la $(JANSSON_LIBS)
+memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
 # Tests write files with the internal writer and run the built memtrace binary.
