@@ -5,7 +5,8 @@
 noinst_LTLIBRARIES += libmemtrace_snapshot.la
 libmemtrace_snapshot_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
 libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/reader.c \
-	snapshot/format.h snapshot/names.c
+	snapshot/format.h snapshot/names.c snapshot/addrtab.c snapshot/addrtab.h \
+	snapshot/replay.c snapshot/replay.h
 libmemtrace_snapshot_la_LIBADD = $(JANSSON_LIBS) $(ZLIB_LIBS)
 SNAPSHOT_LIBS = libmemtrace_snapshot.la $(JANSSON_LIBS) $(ZLIB_LIBS)
 include_HEADERS += snapshot/memtrace_snapshot.h

@@ -15,6 +15,7 @@
 
 #include "memtrace.h"
 #include "memtrace_snapshot.h"
+#include "replay.h"
 
 enum { MT_EXIT_OK = 0, MT_EXIT_FAIL = 1, MT_EXIT_USAGE = 2 };
 
@@ -33,13 +34,78 @@ struct mt_peaks {
 int mt_summary_peaks(const char *path, struct mt_peaks *p);
 
 /* One flag of a command. name is the long name without "--"; short_name is 0 when
- * there is none; arg names the value ("N", "FILE") or is NULL for a switch. */
+ * there is none; arg names the value ("N", "FILE") or is NULL for a switch. With a
+ * type (MT_OPTION_* below), mt_options_parse() writes the flag's value straight into
+ * *value: the table is the whole declaration of a command's flags, and --help is
+ * printed from it. */
 struct mt_opt {
     const char *name;
     char short_name;
     const char *arg;
     const char *help;
+    int type;           /* enum mt_opt_type */
+    void *value;        /* where the value goes, of the type's C type */
+    long long min, max; /* MT_T_INT's range */
 };
+
+enum mt_opt_type {
+    MT_T_NONE,  /* handled by the caller through mt_args_next() */
+    MT_T_BOOL,  /* int: set to 1 */
+    MT_T_INT,   /* long long, in [min, max] */
+    MT_T_STR,   /* const char * */
+    MT_T_BYTES, /* uint64_t: "4096", "64K", "1.5M", "2GiB" */
+    MT_T_POINT, /* struct mt_point: a time, an event index or an annotation name */
+};
+
+#define MT_OPTION_BOOL(s, l, v, h)                                                                 \
+    {                                                                                              \
+        l, s, NULL, h, MT_T_BOOL, v, 0, 0                                                          \
+    }
+#define MT_OPTION_INT(s, l, v, a, lo, hi, h)                                                       \
+    {                                                                                              \
+        l, s, a, h, MT_T_INT, v, lo, hi                                                            \
+    }
+#define MT_OPTION_STRING(s, l, v, a, h)                                                            \
+    {                                                                                              \
+        l, s, a, h, MT_T_STR, v, 0, 0                                                              \
+    }
+#define MT_OPTION_BYTES(s, l, v, a, h)                                                             \
+    {                                                                                              \
+        l, s, a, h, MT_T_BYTES, v, 0, 0                                                            \
+    }
+#define MT_OPTION_POINT(s, l, v, a, h)                                                             \
+    {                                                                                              \
+        l, s, a, h, MT_T_POINT, v, 0, 0                                                            \
+    }
+#define MT_OPTION_END                                                                              \
+    {                                                                                              \
+        NULL, 0, NULL, NULL, 0, NULL, 0, 0                                                         \
+    }
+
+/* The filters every analysis command takes, as flags: declare a struct
+ * mt_filter_opts, put MT_FILTER_OPTIONS(&it) in the table, then turn it into the
+ * replay's filter with mt_filter_from_opts(). */
+struct mt_filter_opts {
+    const char *device, *stream, *category;
+    uint64_t min_size;
+    struct mt_point from, to;
+};
+#define MT_FILTER_OPTIONS(fo)                                                                      \
+    MT_OPTION_STRING(0, "device", &(fo)->device, "N", "only allocations on device N"),             \
+        MT_OPTION_STRING(0, "stream", &(fo)->stream, "S", "only allocations on stream S"),         \
+        MT_OPTION_BYTES(0, "min-size", &(fo)->min_size, "SIZE",                                    \
+                        "only allocations of at least SIZE (4096, 64K, 1.5M, 2G)"),                \
+        MT_OPTION_STRING(0, "category", &(fo)->category, "NAME",                                   \
+                         "only allocations tagged with category NAME"),                            \
+        MT_OPTION_POINT(0, "from", &(fo)->from, "WHEN",                                            \
+                        "start at WHEN: a time after the first event (1.5s, 20ms), an event "      \
+                        "index (#123), or an annotation's name (its start)"),                      \
+        MT_OPTION_POINT(0, "to", &(fo)->to, "WHEN",                                                \
+                        "stop after WHEN (as --from; an annotation's end)")
+int mt_filter_from_opts(const char *cmd, const struct mt_filter_opts *fo, struct mt_filter *f);
+
+/* Sizes print exact (bytes) instead of human units: set by --bytes. */
+extern int mt_exact_bytes;
 
 /* What `memtrace CMD --help` prints: usage line(s), a paragraph, the flags. */
 struct mt_help {
@@ -47,7 +113,14 @@ struct mt_help {
     const char *usage;
     const char *text;
     const struct mt_opt *opts; /* terminated by a zeroed entry */
+    int stop_at_command;       /* the first plain argument and all after it are plain */
 };
+
+/* Parses argv against h->opts, writing typed flags into their variables; plain
+ * arguments go to pos[0..*npos) (pos has room for argc entries). Returns 0, -1 when
+ * --help was asked for and printed (exit 0), or MT_EXIT_USAGE having reported the
+ * error. Flags of type MT_T_NONE are an error here: use mt_args_next() for those. */
+int mt_options_parse(int argc, char **argv, const struct mt_help *h, char **pos, int *npos);
 
 /* Flag parsing state over argv[1..argc). With stop_at_positional set, the first
  * argument that is not a flag ends flag parsing (for `run -- PROGRAM ARGS`). */
@@ -114,6 +187,18 @@ int mt_read_failed(struct memtrace_reader *r, const char *path);
 /* After memtrace_reader_next() returned 0: if the file is truncated, prints the
  * warning naming how many events were read and where the file stops. */
 void mt_warn_if_truncated(struct memtrace_reader *r, const char *path, uint64_t events);
+
+/* Opens a replay of path with filter f (NULL: none); on failure prints the reader's
+ * one-line error and returns NULL. */
+struct mt_replay *mt_replay_open_cli(const char *path, const struct mt_filter *f);
+
+/* Replays rp to its end with progress on stderr labelled by cmd; reports a read error
+ * or exhausted memory, and warns of a truncated file. Returns an MT_EXIT_* status. */
+int mt_replay_run_cli(struct mt_replay *rp, const char *cmd);
+
+/* After a replay stopped (mt_replay_next() returned rc <= 0): reports rc < 0 and
+ * warns of a truncated file. Returns an MT_EXIT_* status. */
+int mt_replay_done_cli(struct mt_replay *rp, int rc);
 
 /* Progress on stderr, only for files over 50 MB and when stderr is a terminal. */
 struct mt_progress {

@@ -8,10 +8,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "replay.h"
+
+static int json;
 
 static const struct mt_opt info_opts[] = {
-    {"json", 'j', NULL, "print one JSON object instead of text"},
-    {NULL, 0, NULL, NULL},
+    MT_OPTION_BOOL('j', "json", &json, "print one JSON object instead of text"),
+    MT_OPTION_END,
 };
 
 static const struct mt_help info_help = {
@@ -22,13 +25,7 @@ static const struct mt_help info_help = {
     "per action, distinct stacks and frames, segments in the final state, time span,\n"
     "events dropped while recording, and whether the file is complete or truncated.",
     info_opts,
-};
-
-struct info {
-    uint64_t events;
-    uint64_t actions[MEMTRACE_ACTION_COUNT];
-    uint64_t unknown_actions;
-    uint64_t t_min, t_max;
+    0,
 };
 
 static json_t *parse_json(const char *text)
@@ -153,7 +150,7 @@ static void sub_row(const char *text, const char *value)
     printf("  %-*s %s\n", LABEL_WIDTH - 2, text, value);
 }
 
-static void print_text(const char *path, struct memtrace_reader *r, const struct info *in,
+static void print_text(const char *path, struct memtrace_reader *r, const struct mt_replay *in,
                        json_t *meta, json_t *end)
 {
     char a[64], b[64], c[64];
@@ -255,7 +252,7 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
     }
 }
 
-static int print_json(const char *path, struct memtrace_reader *r, const struct info *in,
+static int print_json(const char *path, struct memtrace_reader *r, const struct mt_replay *in,
                       json_t *meta, json_t *end)
 {
     char a[64];
@@ -305,68 +302,34 @@ static int print_json(const char *path, struct memtrace_reader *r, const struct 
 
 int mt_cmd_info(int argc, char **argv)
 {
-    struct mt_args args;
-    const char *path = NULL, *val;
-    int json = 0, k;
-    mt_args_init(&args, argc, argv, &info_help);
-    while ((k = mt_args_next(&args, &val)) != MT_OPT_END) {
-        if (k == MT_OPT_HELP) {
-            mt_help_print(stdout, &info_help);
-            return MT_EXIT_OK;
-        }
-        if (k == MT_OPT_ERROR)
-            return MT_EXIT_USAGE;
-        if (k == MT_OPT_POSITIONAL) {
-            if (path)
-                return mt_usage_error("info", "'info' takes one file, got '%s' and '%s'", path,
-                                      val);
-            path = val;
-        } else if (k == 0) {
-            json = 1;
-        }
-    }
-    if (!path)
+    char *pos[argc + 1];
+    int npos;
+    int rc = mt_options_parse(argc, argv, &info_help, pos, &npos);
+    if (rc != 0)
+        return rc < 0 ? MT_EXIT_OK : rc;
+    if (npos == 0)
         return mt_usage_error("info", "'info' needs a FILE argument");
+    if (npos > 1)
+        return mt_usage_error("info", "'info' takes one file, got '%s' and '%s'", pos[0], pos[1]);
+    const char *path = pos[0];
 
-    struct memtrace_reader *r = mt_open(path);
-    if (!r)
+    struct mt_replay *in = mt_replay_open_cli(path, NULL);
+    if (!in)
         return MT_EXIT_FAIL;
-    struct info in;
-    memset(&in, 0, sizeof(in));
-    in.t_min = UINT64_MAX;
-    struct mt_progress prog;
-    mt_progress_init(&prog, r, "info", 0);
-    struct memtrace_event ev;
-    int rc;
-    while ((rc = memtrace_reader_next(r, &ev)) == 1) {
-        in.events++;
-        if (ev.action < MEMTRACE_ACTION_COUNT)
-            in.actions[ev.action]++;
-        else
-            in.unknown_actions++;
-        if (ev.time_ns < in.t_min)
-            in.t_min = ev.time_ns;
-        if (ev.time_ns > in.t_max)
-            in.t_max = ev.time_ns;
-        mt_progress_update(&prog, in.events);
-    }
-    mt_progress_done(&prog);
-    if (rc < 0) {
-        int status = mt_read_failed(r, path);
-        memtrace_reader_close(r);
+    int status = mt_replay_run_cli(in, "info");
+    if (status != MT_EXIT_OK) {
+        mt_replay_close(in);
         return status;
     }
-    mt_warn_if_truncated(r, path, in.events);
-
+    struct memtrace_reader *r = in->r;
     json_t *meta = parse_json(memtrace_reader_meta(r));
     json_t *end = parse_json(memtrace_reader_end(r));
-    int status = MT_EXIT_OK;
     if (json)
-        status = print_json(path, r, &in, meta, end);
+        status = print_json(path, r, in, meta, end);
     else
-        print_text(path, r, &in, meta, end);
+        print_text(path, r, in, meta, end);
     json_decref(meta);
     json_decref(end);
-    memtrace_reader_close(r);
+    mt_replay_close(in);
     return status;
 }

@@ -2,7 +2,8 @@
 # command table. It links the format library (libmemtrace_snapshot) and, for `run`,
 # nothing more: no recording runtime, no libunwind or libdw.
 bin_PROGRAMS += memtrace
-memtrace_SOURCES = viewer/main.c viewer/cli.c viewer/cli.h viewer/info.c viewer/summary.c
+memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c viewer/cli_read.c \
+	viewer/cli_stack.c viewer/cli_json.c viewer/info.c viewer/summary.c
 memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 

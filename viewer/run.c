@@ -20,16 +20,23 @@
 #endif
 #define PRELOAD_NAME "libmemtrace_preload.so"
 
+static const char *output, *stacks;
+static long long flush_ms;
+static int caching;
+
 static const struct mt_opt run_opts[] = {
-    {"output", 'o', "PATTERN",
-     "output path; %p is the pid, %r the rank, %h the host, %% a percent sign "
-     "(default memtrace-%p.memtrace, one file per process)"},
-    {"stacks", 0, "N|none", "frames per stack, 0 to 128, or none (default 32)"},
-    {"flush-ms", 0, "N", "longest time between flushes to the file, in ms (default 1000)"},
-    {"caching", 0, NULL,
-     "serve the command's cuMemAlloc_v2/cudaMalloc (and their async forms) from memtrace's "
-     "caching allocator, recording its blocks and segments (MEMTRACE_CACHING=1)"},
-    {0},
+    MT_OPTION_STRING('o', "output", &output, "PATTERN",
+                     "output path; %p is the pid, %r the rank, %h the host, %% a percent sign "
+                     "(default memtrace-%p.memtrace, one file per process)"),
+    MT_OPTION_STRING(0, "stacks", &stacks, "N|none",
+                     "frames per stack, 0 to 128, or none (default 32)"),
+    MT_OPTION_INT(0, "flush-ms", &flush_ms, "N", 1, 3600000,
+                  "longest time between flushes to the file, in ms (default 1000)"),
+    MT_OPTION_BOOL(0, "caching", &caching,
+                   "serve the command's cuMemAlloc_v2/cudaMalloc (and their async forms) from "
+                   "memtrace's caching allocator, recording its blocks and segments "
+                   "(MEMTRACE_CACHING=1)"),
+    MT_OPTION_END,
 };
 
 static const struct mt_help run_help = {
@@ -49,6 +56,7 @@ static const struct mt_help run_help = {
     "per file written: its path, events and peak reserved device memory. Exits with\n"
     "COMMAND's status, or 128 plus the signal that killed it.",
     run_opts,
+    1,
 };
 
 static volatile sig_atomic_t child_pid;
@@ -136,41 +144,21 @@ static void summarise(const char *path)
 
 int mt_cmd_run(int argc, char **argv)
 {
-    struct mt_args a;
-    const char *output = NULL, *stacks = NULL, *flush = NULL, *v;
-    int caching = 0;
-    char **cmd = NULL;
-    int k;
-
-    mt_args_init(&a, argc, argv, &run_help);
-    a.stop_at_positional = 1;
-    while ((k = mt_args_next(&a, &v)) != MT_OPT_END) {
-        if (k == MT_OPT_HELP) {
-            mt_help_print(stdout, &run_help);
-            return MT_EXIT_OK;
-        }
-        if (k == MT_OPT_ERROR)
-            return MT_EXIT_USAGE;
-        if (k == MT_OPT_POSITIONAL) {
-            cmd = &argv[mt_args_index(&a) - 1];
-            break;
-        }
-        if (k == 0) {
-            output = v;
-        } else if (k == 1) {
-            long long n;
-            if (strcmp(v, "none") != 0 && mt_parse_int("run", "--stacks", v, 0, 128, &n) != 0)
-                return MT_EXIT_USAGE;
-            stacks = v;
-        } else if (k == 2) {
-            long long n;
-            if (mt_parse_int("run", "--flush-ms", v, 1, 3600000, &n) != 0)
-                return MT_EXIT_USAGE;
-            flush = v;
-        } else if (k == 3) {
-            caching = 1;
-        }
-    }
+    char **pos = calloc((size_t)argc + 1, sizeof(*pos));
+    int npos;
+    if (!pos)
+        return MT_EXIT_FAIL;
+    int rc = mt_options_parse(argc, argv, &run_help, pos, &npos);
+    char **cmd = npos ? &argv[argc - npos] : NULL;
+    free(pos);
+    if (rc != 0)
+        return rc < 0 ? MT_EXIT_OK : rc;
+    long long n;
+    if (stacks && strcmp(stacks, "none") != 0 && mt_parse_int("run", "stacks", stacks, 0, 128, &n))
+        return MT_EXIT_USAGE;
+    char flush[32] = "";
+    if (flush_ms)
+        snprintf(flush, sizeof flush, "%lld", flush_ms);
     if (cmd == NULL)
         return mt_usage_error("run", "no command to run");
 
@@ -205,7 +193,7 @@ int mt_cmd_run(int argc, char **argv)
         setenv("MEMTRACE_OUTPUT", output, 1);
     if (stacks != NULL)
         setenv("MEMTRACE_STACKS", stacks, 1);
-    if (flush != NULL)
+    if (flush[0])
         setenv("MEMTRACE_FLUSH_MS", flush, 1);
     if (caching)
         setenv("MEMTRACE_CACHING", "1", 1);

@@ -1,0 +1,121 @@
+/* cli_read.c: opening files and replays for the CLI with one-line errors, the
+ * truncation warning, and progress on stderr. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "replay.h"
+
+struct memtrace_reader *mt_open(const char *path)
+{
+    struct memtrace_reader *r = NULL;
+    struct memtrace_errinfo err;
+    memset(&err, 0, sizeof(err));
+    int rc = memtrace_reader_open(&r, path, &err);
+    if (rc < 0 || !r) {
+        if (err.text[0])
+            mt_error("%s", err.text);
+        else
+            mt_error("%s: %s", path, memtrace_strerror(rc));
+        return NULL;
+    }
+    return r;
+}
+
+int mt_read_failed(struct memtrace_reader *r, const char *path)
+{
+    const struct memtrace_errinfo *e = memtrace_reader_error(r);
+    if (e && e->text[0])
+        mt_error("%s", e->text);
+    else
+        mt_error("%s: %s", path, memtrace_strerror(e ? e->code : MEMTRACE_EFORMAT));
+    return MT_EXIT_FAIL;
+}
+
+void mt_warn_if_truncated(struct memtrace_reader *r, const char *path, uint64_t events)
+{
+    if (!memtrace_reader_truncated(r))
+        return;
+    char n[32];
+    mt_error("warning: %s is truncated (no end record): showing the %s events before byte %" PRIu64,
+             path, mt_fmt_count(n, sizeof(n), events), memtrace_reader_offset(r));
+}
+
+#define MT_PROGRESS_MIN_BYTES (50u * 1000u * 1000u)
+
+struct mt_replay *mt_replay_open_cli(const char *path, const struct mt_filter *f)
+{
+    struct memtrace_reader *r = mt_open(path);
+    struct mt_replay *rp;
+    if (!r)
+        return NULL;
+    if (mt_replay_new(&rp, r, path, f) < 0) {
+        mt_error("out of memory while replaying %s", path);
+        return NULL;
+    }
+    return rp;
+}
+
+int mt_replay_done_cli(struct mt_replay *rp, int rc)
+{
+    if (rc == MEMTRACE_ENOMEM && memtrace_reader_error(rp->r)->code == 0) {
+        mt_error("out of memory while replaying %s", rp->path);
+        return MT_EXIT_FAIL;
+    }
+    if (rc < 0)
+        return mt_read_failed(rp->r, rp->path);
+    mt_warn_if_truncated(rp->r, rp->path, rp->events);
+    return MT_EXIT_OK;
+}
+
+int mt_replay_run_cli(struct mt_replay *rp, const char *cmd)
+{
+    struct mt_progress prog;
+    mt_progress_init(&prog, rp->r, cmd, 0);
+    int rc;
+    while ((rc = mt_replay_next(rp)) == 1)
+        mt_progress_update(&prog, rp->events);
+    mt_progress_done(&prog);
+    return mt_replay_done_cli(rp, rc);
+}
+
+void mt_progress_init(struct mt_progress *p, struct memtrace_reader *r, const char *label,
+                      uint64_t limit_events)
+{
+    memset(p, 0, sizeof(*p));
+    p->r = r;
+    p->label = label;
+    p->total = memtrace_reader_file_size(r);
+    p->limit_events = limit_events;
+    p->last_pct = -1;
+    p->enabled = p->total > MT_PROGRESS_MIN_BYTES && isatty(STDERR_FILENO);
+}
+
+void mt_progress_update(struct mt_progress *p, uint64_t events)
+{
+    /* Checked every 64Ki events: cheap enough to leave in the read loops. */
+    if (!p->enabled || (events & 0xffff) != 0)
+        return;
+    int pct;
+    if (p->limit_events)
+        pct = (int)(events * 100 / p->limit_events);
+    else
+        pct = p->total ? (int)(memtrace_reader_offset(p->r) * 100 / p->total) : 0;
+    if (pct > 100)
+        pct = 100;
+    if (pct == p->last_pct)
+        return;
+    p->last_pct = pct;
+    fprintf(stderr, "\rmemtrace: %s %3d%%", p->label, pct);
+    fflush(stderr);
+}
+
+void mt_progress_done(struct mt_progress *p)
+{
+    if (p->enabled && p->last_pct >= 0)
+        fputs("\r\033[K", stderr);
+    p->last_pct = -1;
+}

@@ -1,0 +1,82 @@
+/* cli_stack.c: stacks and frames as text and JSON. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char *mt_frame_text(char *buf, size_t size, const struct memtrace_frame *fr)
+{
+    int n;
+    if (fr->symbol && fr->symbol[0])
+        n = snprintf(buf, size, "%s", fr->symbol);
+    else if (fr->module && fr->module[0])
+        n = snprintf(buf, size, "%s+0x%" PRIx64, fr->module, fr->offset);
+    else
+        n = snprintf(buf, size, "0x%" PRIx64, fr->ip);
+    if (n >= 0 && (size_t)n < size && fr->file && fr->file[0]) {
+        if (fr->line)
+            snprintf(buf + n, size - (size_t)n, " at %s:%u", fr->file, (unsigned)fr->line);
+        else
+            snprintf(buf + n, size - (size_t)n, " at %s", fr->file);
+    }
+    return buf;
+}
+
+#define MT_STACK_MAX 4096
+
+static int stack_frames(const struct memtrace_reader *r, uint32_t stack, int depth, uint32_t *ids,
+                        int *total)
+{
+    int max = depth < 0 || depth > MT_STACK_MAX ? MT_STACK_MAX : depth;
+    *total = stack ? memtrace_reader_stack(r, stack, ids, max) : 0;
+    return *total < max ? *total : max;
+}
+
+void mt_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
+                    const char *indent)
+{
+    static uint32_t ids[MT_STACK_MAX];
+    int total;
+    int n = stack_frames(r, stack, depth, ids, &total);
+    if (total == 0) {
+        fprintf(f, "%s(no stack)\n", indent);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        const struct memtrace_frame *fr = memtrace_reader_frame(r, ids[k]);
+        char text[1200];
+        if (fr)
+            fprintf(f, "%s#%-2d %s\n", indent, k, mt_frame_text(text, sizeof(text), fr));
+        else
+            fprintf(f, "%s#%-2d (unknown frame %u)\n", indent, k, (unsigned)ids[k]);
+    }
+    if (total > n)
+        fprintf(f, "%s... %d more frames\n", indent, total - n);
+}
+
+json_t *mt_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth)
+{
+    static uint32_t ids[MT_STACK_MAX];
+    int total;
+    int n = stack_frames(r, stack, depth, ids, &total);
+    json_t *arr = json_array();
+    for (int k = 0; k < n; k++) {
+        const struct memtrace_frame *fr = memtrace_reader_frame(r, ids[k]);
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(ids[k]));
+        if (fr) {
+            char ip[32];
+            snprintf(ip, sizeof(ip), "0x%" PRIx64, fr->ip);
+            json_object_set_new(o, "ip", json_string(ip));
+            json_object_set_new(o, "symbol", json_string(fr->symbol ? fr->symbol : ""));
+            json_object_set_new(o, "module", json_string(fr->module ? fr->module : ""));
+            json_object_set_new(o, "offset", mt_json_u64(fr->offset));
+            json_object_set_new(o, "file", json_string(fr->file ? fr->file : ""));
+            json_object_set_new(o, "line", json_integer(fr->line));
+        }
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
