@@ -42,3 +42,13 @@ tests_snapshot_gen_cases_LDADD = $(SNAPSHOT_LIBS)
 noinst_PROGRAMS += bench/format_bench
 bench_format_bench_SOURCES = bench/format_bench.c tests/snapshot/training.h
 bench_format_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+# The replay model on the committed cases tests/replay/<case>/ (docs/REPLAY.md).
+# Rewrite the cases' input.memtrace from their events.json with:
+#   tests/replay/gen-replay-cases $(top_srcdir)/tests/replay
+check_PROGRAMS += tests/replay/replay-t tests/replay/gen-replay-cases
+TESTS += tests/replay/replay-t
+tests_replay_replay_t_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'
+tests_replay_replay_t_LDADD = $(SNAPSHOT_LIBS)
+tests_replay_gen_replay_cases_LDADD = $(SNAPSHOT_LIBS)
+EXTRA_DIST += tests/replay
