@@ -1191,18 +1191,18 @@ int memtrace_dump_snapshot(const char *path)
     int created = 0;
     int rc = mt_writer_open(&w, path);
     if (rc != 0)
-        goto label_return;
+        goto out;
     created = 1;
     m = meta_dump(NULL);
     rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
     if (rc != 0)
-        goto label_return;
+        goto out;
     rlock();
     ev = history_copy(&n);
     runlock();
     if (ev == NULL) {
         rc = MEMTRACE_ENOMEM;
-        goto label_return;
+        goto out;
     }
     rc = tables_write(w, &marks);
     for (size_t i = 0; rc == 0 && i < n; i += DUMP_CHUNK_EVENTS)
@@ -1215,7 +1215,7 @@ int memtrace_dump_snapshot(const char *path)
     else
         mt_writer_abort(w);
     w = NULL;
-label_return:
+out:
     if (w != NULL)
         mt_writer_abort(w);
     if (rc != 0 && created) {
