@@ -5,7 +5,7 @@ libmemtrace_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDIN
 libmemtrace_core_la_SOURCES = \
 	libtrace/util.c libtrace/util.h libtrace/error.c \
 	libtrace/recorder.c libtrace/recorder.h \
-	libtrace/strings.c libtrace/strings.h \
+	libtrace/strtab.c libtrace/strtab.h \
 	libtrace/stack.c libtrace/stack.h \
 	libtrace/symbolize.c libtrace/symbolize.h
 libmemtrace_core_la_LIBADD = $(MEMTRACE_DEPLIBS)

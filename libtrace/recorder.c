@@ -22,7 +22,7 @@
 
 #include "memtrace.h"
 #include "stack.h"
-#include "strings.h"
+#include "strtab.h"
 #include "symbolize.h"
 #include "util.h"
 #include "writer.h"
