@@ -357,7 +357,7 @@ static int segment_alloc(struct memtrace_allocator *a, int pool, uint64_t stream
     uint64_t addr;
     int rc;
     if (!s || !b)
-        goto nomem;
+        goto out;
     rc = memtrace_device_malloc(a->dev, size, &addr);
     if (rc) {
         block_put(a, b);
@@ -382,7 +382,7 @@ static int segment_alloc(struct memtrace_allocator *a, int pool, uint64_t stream
     s->stack = record(a, MEMTRACE_SEGMENT_ALLOC, addr, size, size, stream, pool, 0);
     *out = b;
     return 0;
-nomem:
+out:
     if (b)
         block_put(a, b);
     if (s) {
@@ -485,7 +485,7 @@ static uint64_t expandable_shrink(struct memtrace_allocator *a, struct mt_segmen
     struct mt_block *tail;
     uint64_t from, len = 0;
     if (!s->first)
-        goto release;
+        goto out;
     for (tail = s->first; tail->next; tail = tail->next)
         ;
     if (!tail->in_tree)
@@ -515,7 +515,7 @@ static uint64_t expandable_shrink(struct memtrace_allocator *a, struct mt_segmen
     }
     if (s->first)
         return len;
-release:
+out:
     memtrace_device_release(a->dev, s->addr, s->vsize);
     mt_stat_update(a->stats.segment, s->pool, -1);
     segment_unlink_put(a, s);

@@ -179,13 +179,13 @@ static int apply(struct mt_alloc_settings *s, const char *key, size_t kn, const 
         char tmp[32], *end;
         double d;
         if (vn == 0 || vn >= sizeof(tmp))
-            goto bad_gc;
+            goto out;
         memcpy(tmp, v, vn);
         tmp[vn] = 0;
         errno = 0;
         d = strtod(tmp, &end);
         if (errno || *end || !(d > 0.0 && d < 1.0))
-            goto bad_gc;
+            goto out;
         s->gc_threshold = d;
         s->set_mask |= MT_KEY_GC;
     } else if (KEY("expandable_segments") || KEY("release_lock_on_cudamalloc") ||
@@ -221,7 +221,7 @@ static int apply(struct mt_alloc_settings *s, const char *key, size_t kn, const 
     }
 #undef KEY
     return 0;
-bad_gc:
+out:
     return fail(err, vpos,
                 "MEMTRACE_ALLOC_CONF: bad value '%.*s' for garbage_collection_threshold at %d "
                 "(expected a number between 0 and 1, both excluded)",

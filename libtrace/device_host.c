@@ -237,11 +237,11 @@ static int host_malloc(struct memtrace_device *d, size_t size, uint64_t *addr)
     struct host_alloc *a = malloc(sizeof(*a));
     void *p = MAP_FAILED;
     if (!a)
-        goto fail;
+        goto out;
     p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
              0);
     if (p == MAP_FAILED)
-        goto fail;
+        goto out;
     a->addr = (uint64_t)(uintptr_t)p;
     a->size = size;
     pthread_mutex_lock(&h->lock);
@@ -251,7 +251,7 @@ static int host_malloc(struct memtrace_device *d, size_t size, uint64_t *addr)
     pthread_mutex_unlock(&h->lock);
     *addr = a->addr;
     return 0;
-fail:
+out:
     free(a);
     pthread_mutex_lock(&h->lock);
     h->used -= size;

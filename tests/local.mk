@@ -8,5 +8,7 @@ TESTS += tests/libtrace/recorder-t tests/libtrace/util-t
 tests_libtrace_recorder_t_LDADD = $(TEST_LDADD)
 tests_libtrace_util_t_LDADD = $(TEST_LDADD)
 
-TESTS += tests/format-check.sh tests/exports-check.sh tests/examples-t.sh
-EXTRA_DIST += tests/format-check.sh tests/exports-check.sh tests/examples-t.sh
+TESTS += tests/format-check.sh tests/exports-check.sh tests/examples-t.sh \
+	tests/headers-check.sh
+EXTRA_DIST += tests/format-check.sh tests/exports-check.sh tests/examples-t.sh \
+	tests/headers-check.sh

@@ -1,4 +1,4 @@
-/* strings.c: the recorder's string table.
+/* strtab.c: the recorder's string table.
  *
  * Ids index a two-level table of pointers (pages of 4096 entries) so that a reader
  * holding an id never sees storage move; the hash index from string to id is an
@@ -6,7 +6,7 @@
  * lives in mmap'd memory: interning runs inside interposed allocation paths. */
 #include "config.h"
 
-#include "strings.h"
+#include "strtab.h"
 #include "util.h"
 
 #include <pthread.h>

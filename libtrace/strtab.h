@@ -1,7 +1,7 @@
-/* strings.h: the recorder's string table. Ids start at 1 (0 = none) and are stable
+/* strtab.h: the recorder's string table. Ids start at 1 (0 = none) and are stable
  * for the life of the process. Thread-safe, mmap'd storage, no libc malloc. */
-#ifndef MEMTRACE_STRINGS_H
-#define MEMTRACE_STRINGS_H
+#ifndef MEMTRACE_STRTAB_H
+#define MEMTRACE_STRTAB_H
 
 #include <stdint.h>
 

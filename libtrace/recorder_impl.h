@@ -1,0 +1,163 @@
+/* recorder_impl.h: what the recorder's modules share, and nothing else reaches.
+ *
+ *   recorder.c         start and stop, options, the lock, fork, annotations
+ *   recorder_ring.c    the hot path: stamping and storing events; the history ring
+ *   recorder_meta.c    the JSON metadata: host, rank, argv, options, devices
+ *   recorder_frames.c  symbolized frames, and the tables a writer needs first
+ *   recorder_state.c   state providers, and the state written at the end of a file
+ *   recorder_stream.c  the writer thread that streams events to a file
+ *   recorder_dump.c    memtrace_dump_snapshot
+ *
+ * Shared state is the one struct below: the recorder's lock, what the lock guards
+ * that more than one module reads (the options, the stream's buffers), and whether
+ * recording is on. Everything else stays static in the module that owns it. The hot
+ * path's helpers here are static inline: a call into another file would cost on
+ * every event. */
+#ifndef MEMTRACE_RECORDER_IMPL_H
+#define MEMTRACE_RECORDER_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtrace.h"
+#include "util.h"
+#include "writer.h"
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define HAVE_SINGLE_THREADED 1
+#endif
+#endif
+#ifndef HAVE_SINGLE_THREADED
+#define HAVE_SINGLE_THREADED 0
+#endif
+
+#define MT_STREAM_BUF_EVENTS 65536u
+#define MT_PREFETCH_AHEAD    8 /* events; a prefetch past the end is harmless */
+
+struct mt_recorder {
+    atomic_int lock; /* see mt_rlock() */
+    atomic_int recording;
+    /* options in force */
+    int context;
+    size_t max_entries; /* 0 = unlimited */
+    size_t limit;       /* max_entries, or SIZE_MAX for unlimited */
+    uint32_t skip_actions;
+    uint32_t stack_actions; /* actions that get a stack: context and depth in one mask */
+    int stack_depth;
+    unsigned flush_ms;
+    /* the stream's buffers: recording threads fill buf[cur], the writer the other */
+    int streaming;
+    atomic_uint work, space; /* futex words: bumped when there is work, or space */
+    int space_waiters;
+    struct memtrace_event *buf[2];
+    uint32_t nbuf[2];
+    int cur;         /* buffer being filled */
+    int writer_busy; /* the other buffer is with the writer */
+    int stopping;
+};
+
+/* Defined in recorder.c. */
+extern MT_HIDDEN struct mt_recorder mt_rec;
+
+/* ---- the lock (recorder.c) ---- */
+
+/* mt_rec.lock is held for a few stores per event: a test-and-set lock released by a
+ * plain store is one atomic per turn where a mutex takes two, and none while the
+ * process has one thread (only this thread could start another, and never holding
+ * the lock). Waiters spin briefly, then yield; the writer thread and a recording
+ * thread that waits for buffer space sleep on futex words instead, without the
+ * lock. */
+MT_HIDDEN void mt_rlock_slow(void);
+
+static inline void mt_rlock(void)
+{
+#if HAVE_SINGLE_THREADED
+    if (__libc_single_threaded) {
+        atomic_store_explicit(&mt_rec.lock, 1, memory_order_relaxed);
+        return;
+    }
+#endif
+    if (MT_UNLIKELY(atomic_exchange_explicit(&mt_rec.lock, 1, memory_order_acquire)))
+        mt_rlock_slow();
+}
+
+static inline void mt_runlock(void)
+{
+    atomic_store_explicit(&mt_rec.lock, 0, memory_order_release);
+}
+
+/* ---- the ring (recorder_ring.c) ---- */
+
+/* Called with the lock: empties the history and zeroes the counts. */
+MT_HIDDEN void mt_ring_reset(void);
+/* Called with the lock: drops the oldest events beyond max_entries. */
+MT_HIDDEN void mt_ring_trim(void);
+/* Called with the lock: the history (oldest first) in a malloc'd array, or NULL. */
+MT_HIDDEN struct memtrace_event *mt_ring_copy(size_t *n);
+/* Sets this thread's re-entry guard (1: what it does is not recorded); returns the
+ * guard's previous value. */
+MT_HIDDEN int mt_ring_set_busy(int busy);
+
+/* ---- metadata (recorder_meta.c) ---- */
+
+/* Notes the wall and monotonic time at which recording starts. */
+MT_HIDDEN void mt_meta_start(void);
+/* The whole metadata object as JSON text (malloc'd), and its generation in *gen when
+ * gen is not NULL. Takes the lock for the options. */
+MT_HIDDEN char *mt_meta_dump(uint64_t *gen);
+/* The generation of the metadata, bumped on every change. */
+MT_HIDDEN uint64_t mt_meta_gen(void);
+/* The end object of a file (the counts) as JSON text (malloc'd). */
+MT_HIDDEN char *mt_meta_end_json(void);
+MT_HIDDEN void mt_meta_lock(void);
+MT_HIDDEN void mt_meta_unlock(void);
+MT_HIDDEN void mt_meta_atfork_child(void);
+
+/* ---- tables (recorder_frames.c) ---- */
+
+/* The table entries a writer has had: ids up to these are written. */
+struct mt_table_marks {
+    uint32_t strings, frames, stacks;
+};
+
+/* Writes the table entries interned since *marks, in dependency order, and moves
+ * the marks. 0 or MEMTRACE_E*. */
+MT_HIDDEN int mt_tables_write(struct mt_writer *w, struct mt_table_marks *marks);
+MT_HIDDEN void mt_frames_lock(void);
+MT_HIDDEN void mt_frames_unlock(void);
+MT_HIDDEN void mt_frames_atfork_child(void);
+
+/* ---- state (recorder_state.c) ---- */
+
+/* Collects the state from every provider and writes it with the tables it needs;
+ * called without the lock. */
+MT_HIDDEN int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks);
+
+/* ---- the stream (recorder_stream.c) ---- */
+
+/* Opens path and starts the writer thread; called without the lock. */
+MT_HIDDEN int mt_stream_start(const char *path);
+/* Stops the writer thread and finishes the file; called without the lock. */
+MT_HIDDEN void mt_stream_finish(void);
+/* Called with the lock, when the buffer being filled is full: hands it to the
+ * writer, or waits for the writer to give the other one back. Returns 0 when there
+ * is room again, -1 when the stream stopped meanwhile. */
+MT_HIDDEN int mt_stream_wait_room(void);
+/* In a forked child: forgets the parent's stream. */
+MT_HIDDEN void mt_stream_atfork_child(void);
+
+/* Called with the lock. */
+static inline void mt_stream_append(const struct memtrace_event *ev)
+{
+    if (MT_UNLIKELY(mt_rec.nbuf[mt_rec.cur] == MT_STREAM_BUF_EVENTS) && mt_stream_wait_room() != 0)
+        return;
+    struct memtrace_event *b = mt_rec.buf[mt_rec.cur];
+    uint32_t k = mt_rec.nbuf[mt_rec.cur]++;
+    __builtin_prefetch((void *)((uintptr_t)&b[k] + MT_PREFETCH_AHEAD * sizeof *ev), 1, 3);
+    b[k] = *ev;
+}
+
+#endif

@@ -1,0 +1,124 @@
+/* recorder_state.c: state providers. Owns the registered providers (guarded by the
+ * recorder's lock) and collects their segments into the state a file ends with. */
+#include "config.h"
+
+#include "recorder_impl.h"
+
+#include "memtrace.h"
+#include "util.h"
+#include "writer.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PROVIDERS 16
+
+struct provider {
+    memtrace_state_fn fn;
+    void *ctx;
+    int handle;
+};
+
+/* Guarded by mt_rec.lock. */
+static struct provider providers[MAX_PROVIDERS];
+static int next_handle = 1;
+
+struct state_buf {
+    struct memtrace_segment *segs;
+    size_t n, cap;
+    int failed;
+};
+
+static void state_sink(void *ctx, const struct memtrace_segment *seg)
+{
+    struct state_buf *sb = ctx;
+    if (sb->failed)
+        return;
+    if (sb->n == sb->cap) {
+        size_t cap = sb->cap ? sb->cap * 2 : 64;
+        struct memtrace_segment *n = realloc(sb->segs, cap * sizeof *n);
+        if (n == NULL) {
+            sb->failed = 1;
+            return;
+        }
+        sb->segs = n;
+        sb->cap = cap;
+    }
+    struct memtrace_segment copy = *seg;
+    struct memtrace_block *blocks = NULL;
+    if (seg->nblocks > 0) {
+        blocks = malloc(seg->nblocks * sizeof *blocks);
+        if (blocks == NULL) {
+            sb->failed = 1;
+            return;
+        }
+        memcpy(blocks, seg->blocks, seg->nblocks * sizeof *blocks);
+    }
+    copy.blocks = blocks;
+    sb->segs[sb->n++] = copy;
+}
+
+static void state_free(struct state_buf *sb)
+{
+    for (size_t i = 0; i < sb->n; i++)
+        free((void *)sb->segs[i].blocks);
+    free(sb->segs);
+}
+
+/* Collects the state from every provider; must be called without the lock. */
+static void state_collect(struct state_buf *sb)
+{
+    struct provider p[MAX_PROVIDERS];
+    mt_rlock();
+    memcpy(p, providers, sizeof p);
+    mt_runlock();
+    memset(sb, 0, sizeof *sb);
+    for (int i = 0; i < MAX_PROVIDERS; i++)
+        if (p[i].fn != NULL)
+            p[i].fn(p[i].ctx, state_sink, sb);
+}
+
+int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx)
+{
+    if (fn == NULL)
+        return MEMTRACE_EINVAL;
+    int rc = MEMTRACE_ENOMEM;
+    mt_rlock();
+    for (int i = 0; i < MAX_PROVIDERS; i++) {
+        if (providers[i].fn == NULL) {
+            providers[i] = (struct provider){fn, ctx, next_handle++};
+            rc = providers[i].handle;
+            break;
+        }
+    }
+    mt_runlock();
+    return rc;
+}
+
+int memtrace_state_provider_remove(int handle)
+{
+    int rc = MEMTRACE_EINVAL;
+    mt_rlock();
+    for (int i = 0; i < MAX_PROVIDERS; i++) {
+        if (providers[i].fn != NULL && providers[i].handle == handle) {
+            providers[i] = (struct provider){0};
+            rc = 0;
+        }
+    }
+    mt_runlock();
+    return rc;
+}
+
+int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks)
+{
+    struct state_buf sb;
+    uint64_t now = mt_now_ns();
+    state_collect(&sb);
+    int rc = sb.failed ? MEMTRACE_ENOMEM : mt_tables_write(w, marks);
+    if (rc == 0)
+        rc = mt_writer_state(w, now, sb.segs, sb.n);
+    state_free(&sb);
+    return rc;
+}

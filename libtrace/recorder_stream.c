@@ -1,0 +1,212 @@
+/* recorder_stream.c: streaming to a file. Owns the writer thread, its file, the
+ * marks of the tables and metadata already written, and the first write error; the
+ * two event buffers it shares with the hot path are in mt_rec (recorder_impl.h).
+ *
+ * Recording threads fill one buffer while the writer encodes the other; a full
+ * buffer is handed over at once, a partial one every flush_ms. If the writer falls
+ * behind, a recording thread waits for it rather than dropping events. */
+#include "config.h"
+
+#include "recorder_impl.h"
+
+#include "memtrace.h"
+#include "util.h"
+#include "writer.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct mt_writer *writer;
+static pthread_t writer_thread;
+static int stream_error;
+static struct mt_table_marks stream_marks;
+static uint64_t stream_meta_gen;
+
+static void futex_wake_all(atomic_uint *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Called with the lock; returns with it, after *word changed, ms passed (0: no
+ * limit) or a spurious wake: callers check their condition again. */
+static void rwait(atomic_uint *word, unsigned ms)
+{
+    unsigned seen = atomic_load_explicit(word, memory_order_relaxed);
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    mt_runlock();
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, ms ? &ts : NULL, NULL, 0);
+    mt_rlock();
+}
+
+/* Called with the lock. */
+static void rsignal(atomic_uint *word)
+{
+    atomic_fetch_add_explicit(word, 1, memory_order_relaxed);
+    futex_wake_all(word);
+}
+
+static int stream_write_buffer(const struct memtrace_event *ev, size_t n)
+{
+    int rc = mt_tables_write(writer, &stream_marks);
+    if (rc == 0) {
+        int dirty = mt_meta_gen() != stream_meta_gen;
+        if (dirty) {
+            char *m = mt_meta_dump(&stream_meta_gen);
+            rc = m ? mt_writer_meta(writer, m) : MEMTRACE_ENOMEM;
+            free(m);
+        }
+    }
+    if (rc == 0 && n > 0)
+        rc = mt_writer_events(writer, ev, n);
+    return rc;
+}
+
+static void *stream_main(void *arg)
+{
+    (void)arg;
+    mt_ring_set_busy(1); /* never record our own work */
+    mt_rlock();
+    for (;;) {
+        if (!mt_rec.writer_busy && !mt_rec.stopping)
+            rwait(&mt_rec.work, mt_rec.flush_ms);
+        if (!mt_rec.writer_busy && mt_rec.nbuf[mt_rec.cur] > 0) {
+            mt_rec.cur ^= 1;
+            mt_rec.nbuf[mt_rec.cur] = 0;
+            mt_rec.writer_busy = 1;
+        }
+        int full = mt_rec.cur ^ 1;
+        int stopping = mt_rec.stopping;
+        if (mt_rec.writer_busy) {
+            mt_runlock();
+            int rc = stream_error ? 0 : stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
+            mt_rlock();
+            if (rc != 0 && !stream_error) {
+                stream_error = rc;
+                mt_log("stream write failed (%s); recording goes on in memory only",
+                       memtrace_strerror(rc));
+            }
+            mt_rec.nbuf[full] = 0;
+            mt_rec.writer_busy = 0;
+            atomic_fetch_add_explicit(&mt_rec.space, 1, memory_order_relaxed);
+            if (mt_rec.space_waiters > 0)
+                futex_wake_all(&mt_rec.space);
+            continue;
+        }
+        if (stopping && mt_rec.nbuf[mt_rec.cur] == 0)
+            break;
+    }
+    mt_runlock();
+    return NULL;
+}
+
+void mt_stream_finish(void)
+{
+    mt_rlock();
+    if (!mt_rec.streaming) {
+        mt_runlock();
+        return;
+    }
+    mt_rec.stopping = 1;
+    rsignal(&mt_rec.work);
+    mt_runlock();
+    pthread_join(writer_thread, NULL);
+    int rc = stream_error;
+    if (rc == 0)
+        rc = mt_state_write(writer, &stream_marks);
+    char *end = mt_meta_end_json();
+    if (rc == 0 && end != NULL)
+        rc = mt_writer_end(writer, end);
+    else
+        mt_writer_abort(writer);
+    free(end);
+    if (rc != 0 && !stream_error)
+        mt_log("could not finish the stream: %s", memtrace_strerror(rc));
+    mt_rlock();
+    writer = NULL;
+    mt_rec.streaming = 0;
+    mt_rec.stopping = 0;
+    mt_unmap(mt_rec.buf[0], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+    mt_unmap(mt_rec.buf[1], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+    mt_rec.buf[0] = mt_rec.buf[1] = NULL;
+    mt_runlock();
+}
+
+int mt_stream_start(const char *path)
+{
+    struct mt_writer *w;
+    int rc = mt_writer_open(&w, path);
+    if (rc != 0)
+        return rc;
+    char *m = mt_meta_dump(&stream_meta_gen);
+    rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
+    free(m);
+    struct memtrace_event *b0 = mt_map(MT_STREAM_BUF_EVENTS * sizeof *b0);
+    struct memtrace_event *b1 = mt_map(MT_STREAM_BUF_EVENTS * sizeof *b1);
+    if (rc == 0 && (b0 == NULL || b1 == NULL))
+        rc = MEMTRACE_ENOMEM;
+    if (rc != 0) {
+        mt_unmap(b0, MT_STREAM_BUF_EVENTS * sizeof *b0);
+        mt_unmap(b1, MT_STREAM_BUF_EVENTS * sizeof *b1);
+        mt_writer_abort(w);
+        unlink(path);
+        return rc;
+    }
+    stream_marks = (struct mt_table_marks){0};
+    writer = w;
+    mt_rec.buf[0] = b0;
+    mt_rec.buf[1] = b1;
+    mt_rec.nbuf[0] = mt_rec.nbuf[1] = 0;
+    mt_rec.cur = 0;
+    mt_rec.writer_busy = 0;
+    mt_rec.stopping = 0;
+    stream_error = 0;
+    mt_rec.streaming = 1;
+    if (pthread_create(&writer_thread, NULL, stream_main, NULL) != 0) {
+        mt_rec.streaming = 0;
+        writer = NULL;
+        mt_writer_abort(w);
+        unlink(path);
+        return MEMTRACE_ENOMEM;
+    }
+    return 0;
+}
+
+__attribute__((noinline)) int mt_stream_wait_room(void)
+{
+    while (mt_rec.nbuf[mt_rec.cur] == MT_STREAM_BUF_EVENTS) {
+        if (!mt_rec.writer_busy) {
+            mt_rec.cur ^= 1;
+            mt_rec.nbuf[mt_rec.cur] = 0;
+            mt_rec.writer_busy = 1;
+            rsignal(&mt_rec.work);
+        } else {
+            mt_rec.space_waiters++;
+            rwait(&mt_rec.space, 0);
+            mt_rec.space_waiters--;
+        }
+        if (!mt_rec.streaming || mt_rec.stopping)
+            return -1;
+    }
+    return 0;
+}
+
+void mt_stream_atfork_child(void)
+{
+    mt_rec.space_waiters = 0;
+    if (mt_rec.streaming) {
+        /* The parent still writes this file: just forget it. */
+        writer = NULL;
+        mt_rec.streaming = 0;
+        mt_unmap(mt_rec.buf[0], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+        mt_unmap(mt_rec.buf[1], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+        mt_rec.buf[0] = mt_rec.buf[1] = NULL;
+    }
+}
