@@ -22,19 +22,24 @@ static const struct mt_opt summary_opts[] = {
                   "show the N largest stacks alive at the peak (default 10, 0: all)"),
     MT_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                   "show at most N frames of each stack (default 16, 0: all)"),
+    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print sizes in bytes, not KiB, MiB, GiB"),
     MT_OPTION_END,
 };
 
 static const struct mt_help summary_help = {
     "summary",
-    "memtrace summary FILE [--json] [--top N] [--depth N]",
+    "memtrace summary FILE [--json] [--top N] [--depth N] [--bytes]\n"
+    "       memtrace summary FILE1 FILE2... [--json] [--bytes]",
     "Replays the events of FILE. Allocated bytes rise on 'alloc' and fall on\n"
     "'free_completed' of a live block (a free of an unknown address is counted as\n"
     "unmatched); reserved bytes rise on 'segment_alloc' and 'segment_map' and fall on\n"
     "'segment_free' and 'segment_unmap'. Prints the peaks of both with their times,\n"
     "totals, what is live at the end, annotations and OOM events, then the stacks\n"
     "holding the most bytes at the peak of allocated memory (of reserved memory when\n"
-    "the file has no block events), innermost frame first.",
+    "the file has no block events), innermost frame first.\n\n"
+    "With several files (one per rank or process), prints one line per file with the\n"
+    "rank from its metadata, its events, peaks and what was allocated at its end, and\n"
+    "the totals.",
     summary_opts,
     0,
 };
@@ -291,6 +296,102 @@ static void print_text(const struct out *o)
     }
 }
 
+/* Several files (one per rank or process): one line each, with the rank their
+ * metadata gives, and the totals. Each file is replayed on its own, one at a time. */
+struct file_row {
+    const char *path;
+    json_t *rank; /* from the metadata, or NULL */
+    uint64_t events;
+    struct mt_level allocated, reserved;
+    int truncated;
+};
+
+static int summarise_files(char **paths, int n)
+{
+    struct file_row *rows = calloc((size_t)n, sizeof(*rows));
+    if (!rows)
+        return MT_EXIT_FAIL;
+    int status = MT_EXIT_OK;
+    for (int k = 0; k < n && status == MT_EXIT_OK; k++) {
+        struct mt_replay *rp = mt_replay_open_cli(paths[k], NULL);
+        if (!rp) {
+            status = MT_EXIT_FAIL;
+            break;
+        }
+        status = mt_replay_run_cli(rp, "summary");
+        if (status == MT_EXIT_OK) {
+            const char *text = memtrace_reader_meta(rp->r);
+            json_t *meta = text ? json_loads(text, 0, NULL) : NULL;
+            json_t *rank = json_object_get(meta, "rank");
+            rows[k] = (struct file_row){
+                .path = paths[k],
+                .rank = rank && !json_is_null(rank) ? json_incref(rank) : NULL,
+                .events = rp->events,
+                .allocated = rp->allocated,
+                .reserved = rp->reserved,
+                .truncated = mt_replay_truncated(rp),
+            };
+            json_decref(meta);
+        }
+        mt_replay_close(rp);
+    }
+    struct file_row total = {.path = "total"};
+    for (int k = 0; k < n; k++) {
+        total.events += rows[k].events;
+        total.allocated.peak += rows[k].allocated.peak;
+        total.allocated.cur += rows[k].allocated.cur;
+        total.reserved.peak += rows[k].reserved.peak;
+        total.reserved.cur += rows[k].reserved.cur;
+    }
+    if (status == MT_EXIT_OK && json) {
+        json_t *j = json_object(), *files = json_array();
+        for (int k = 0; k <= n; k++) {
+            const struct file_row *r = k < n ? &rows[k] : &total;
+            json_t *o = json_object();
+            if (k < n) {
+                json_object_set_new(o, "file", json_string(r->path));
+                json_object_set_new(o, "rank", r->rank ? json_incref(r->rank) : json_null());
+                json_object_set_new(o, "truncated", json_boolean(r->truncated));
+            }
+            json_object_set_new(o, "events", mt_json_u64(r->events));
+            json_object_set_new(o, "peak_allocated_bytes", mt_json_u64(r->allocated.peak));
+            json_object_set_new(o, "peak_reserved_bytes", mt_json_u64(r->reserved.peak));
+            json_object_set_new(o, "current_allocated_bytes", mt_json_u64(r->allocated.cur));
+            json_object_set_new(o, "current_reserved_bytes", mt_json_u64(r->reserved.cur));
+            if (k < n)
+                json_array_append_new(files, o);
+            else
+                json_object_set_new(j, "total", o);
+        }
+        json_object_set_new(j, "files", files);
+        status = mt_json_print(j);
+    } else if (status == MT_EXIT_OK) {
+        printf("%6s %12s %16s %16s %16s  %s\n", "rank", "events", "peak allocated", "peak reserved",
+               "allocated at end", "file");
+        for (int k = 0; k <= n; k++) {
+            const struct file_row *r = k < n ? &rows[k] : &total;
+            char rank[32] = "-", a[32], b[32], c[32], d[32];
+            if (r->rank && json_is_integer(r->rank))
+                snprintf(rank, sizeof(rank), "%" JSON_INTEGER_FORMAT, json_integer_value(r->rank));
+            else if (r->rank && json_is_string(r->rank))
+                snprintf(rank, sizeof(rank), "%s", json_string_value(r->rank));
+            if (k == n)
+                rank[0] = '\0';
+            printf("%6s %12s %16s %16s %16s  %s%s\n", rank, mt_fmt_count(a, sizeof(a), r->events),
+                   mt_fmt_bytes(b, sizeof(b), r->allocated.peak),
+                   mt_fmt_bytes(c, sizeof(c), r->reserved.peak),
+                   mt_fmt_bytes(d, sizeof(d), r->allocated.cur), r->path,
+                   r->truncated ? " (truncated)" : "");
+        }
+        puts("\nThe total's peaks are the sum of each file's own peak: an upper bound of what\n"
+             "the files held at one time, reached only if their peaks coincide.");
+    }
+    for (int k = 0; k < n; k++)
+        json_decref(rows[k].rank);
+    free(rows);
+    return status;
+}
+
 int mt_summary_peaks(const char *path, struct mt_peaks *p)
 {
     struct mt_replay *rp = mt_replay_open_cli(path, NULL);
@@ -317,8 +418,7 @@ int mt_cmd_summary(int argc, char **argv)
     if (npos == 0)
         return mt_usage_error("summary", "'summary' needs a FILE argument");
     if (npos > 1)
-        return mt_usage_error("summary", "'summary' takes one file, got '%s' and '%s'", pos[0],
-                              pos[1]);
+        return summarise_files(pos, npos);
     const char *path = pos[0];
 
     struct mt_replay *rp;

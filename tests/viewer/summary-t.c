@@ -216,15 +216,19 @@ static void generate(struct evlist *l, size_t n, int with_blocks)
     free(segs.b);
 }
 
+static int file_rank = -1; /* the rank written into the metadata, if >= 0 */
+
 static void write_file(const char *path, const struct evlist *l, int end)
 {
     struct mt_writer *w;
-    char meta[256];
+    char meta[256], rank[32] = "";
     cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    if (file_rank >= 0)
+        snprintf(rank, sizeof(rank), ", \"rank\": %d", file_rank);
     snprintf(meta, sizeof(meta),
              "{\"host\": \"testhost\", \"pid\": 1, \"start_time_ns\": %llu, "
-             "\"start_monotonic_ns\": %llu}",
-             (unsigned long long)WALL0, (unsigned long long)BASE_T);
+             "\"start_monotonic_ns\": %llu%s}",
+             (unsigned long long)WALL0, (unsigned long long)BASE_T, rank);
     cli_check(mt_writer_meta(w, meta), "mt_writer_meta");
     cli_check(mt_writer_strings(w, 1, NSYM + NMOD + NFILE, strs), "mt_writer_strings");
     cli_check(mt_writer_frames(w, 1, NFRAMES, frames + 1), "mt_writer_frames");
@@ -643,6 +647,76 @@ static void check_truncated(void)
     free(l.ev);
 }
 
+/* Several files, one per rank: a line each with the rank of its metadata, and the
+ * totals, against each file's own reference. */
+static void check_files(void)
+{
+    enum { NF = 3 };
+    struct ref r[NF];
+    char names[NF][64];
+    const char *args[NF + 3] = {"summary", "--json"};
+    uint64_t events = 0, peak_alloc = 0, peak_res = 0, cur_alloc = 0;
+    make_tables();
+    for (int k = 0; k < NF; k++) {
+        struct evlist l = {0};
+        rng_state = 100 + (uint64_t)k;
+        generate(&l, 1000 + 700 * (size_t)k, 1);
+        snprintf(names[k], sizeof(names[k]), "rank-%d.memtrace", k);
+        file_rank = 3 - k; /* not the order of the files */
+        write_file(cli_path(names[k]), &l, 1);
+        reference(&l, &r[k]);
+        events += r[k].events;
+        peak_alloc += r[k].peak[0];
+        peak_res += r[k].peak[1];
+        cur_alloc += r[k].cur[0];
+        args[2 + k] = strdup(cli_path(names[k]));
+        free(l.ev);
+    }
+    file_rank = -1;
+    struct cli_out o = cli_run(args);
+    is_int(0, o.status, "%d files: exit 0", NF);
+    json_t *j = cli_json(&o);
+    json_t *files = cli_get(j, "files");
+    is_int(NF, (long long)json_array_size(files), "one entry per file");
+    for (int k = 0; k < NF; k++) {
+        json_t *f = json_array_get(files, (size_t)k);
+        is_int(3 - k, cli_int(f, "rank"), "file %d: the rank of its metadata", k);
+        is_int((long long)r[k].events, cli_int(f, "events"), "file %d: events", k);
+        is_int((long long)r[k].peak[0], cli_int(f, "peak_allocated_bytes"),
+               "file %d: peak allocated", k);
+        is_int((long long)r[k].peak[1], cli_int(f, "peak_reserved_bytes"), "file %d: peak reserved",
+               k);
+        is_int((long long)r[k].cur[0], cli_int(f, "current_allocated_bytes"),
+               "file %d: allocated at the end", k);
+    }
+    is_int((long long)events, cli_int(j, "total.events"), "total events");
+    is_int((long long)peak_alloc, cli_int(j, "total.peak_allocated_bytes"),
+           "total: the sum of the peaks allocated");
+    is_int((long long)peak_res, cli_int(j, "total.peak_reserved_bytes"),
+           "total: the sum of the peaks reserved");
+    is_int((long long)cur_alloc, cli_int(j, "total.current_allocated_bytes"),
+           "total: allocated at the ends");
+    json_decref(j);
+    cli_free(&o);
+    args[1] = "--bytes";
+    o = cli_run(args);
+    char line[512], want[64];
+    snprintf(want, sizeof(want), "     1 ");
+    cli_line(o.out, want, line, sizeof(line));
+    char peak[32];
+    snprintf(peak, sizeof(peak), " %llu B ", (unsigned long long)r[2].peak[0]);
+    ok(strstr(line, names[2]) && strstr(line, peak),
+       "text: rank 1's line names its file and "
+       "its exact peak: %s",
+       line);
+    is_int(NF + 5, cli_lines(o.out), "text: a header, %d files, the total, a two-line note", NF);
+    cli_free(&o);
+    for (int k = 0; k < NF; k++) {
+        free((char *)args[2 + k]);
+        free_ref(&r[k]);
+    }
+}
+
 int main(void)
 {
     cli_scratch();
@@ -653,6 +727,7 @@ int main(void)
     check_seed(7, 60000, 1);    /* tables grow and shrink many times */
     check_by_hand();
     check_truncated();
+    check_files();
     done_testing();
     return exit_status();
 }
