@@ -176,6 +176,19 @@ const char *mt_fmt_duration(char *buf, size_t size, uint64_t ns);
 const char *mt_fmt_count(char *buf, size_t size, uint64_t n);
 const char *mt_fmt_utc(char *buf, size_t size, uint64_t epoch_ns);
 
+/* Strings from a file (names, paths, metadata) as the terminal should show them: every
+ * byte that could act on a terminal or is not UTF-8 (C0 and C1 control characters,
+ * DEL, stray bytes) as the text \xNN, a backslash as \\. mt_fputs_safe writes s so;
+ * mt_escape returns a malloc'd copy (NULL without memory), and with json set keeps
+ * backslashes and control characters (JSON escapes those itself) and escapes only
+ * what is not UTF-8. */
+void mt_fputs_safe(const char *s, FILE *f);
+char *mt_escape(const char *s, int json);
+
+/* A JSON string of s, which keeps bytes that are not UTF-8 as the text \xNN instead
+ * of losing the string. */
+json_t *mt_json_str(const char *s);
+
 /* Opens path for reading; on failure prints the reader's one-line error and returns
  * NULL. */
 struct memtrace_reader *mt_open(const char *path);

@@ -2,9 +2,21 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+
+json_t *mt_json_str(const char *s)
+{
+    json_t *j = json_string(s ? s : "");
+    if (j)
+        return j;
+    char *e = mt_escape(s, 1);
+    j = json_string(e ? e : "");
+    free(e);
+    return j;
+}
 
 int mt_json_print(json_t *obj)
 {

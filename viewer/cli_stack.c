@@ -2,25 +2,33 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
+/* The frame's names are the recorded program's: escaped (mt_escape), so that a name
+ * with control characters cannot act on the terminal that shows it. */
 const char *mt_frame_text(char *buf, size_t size, const struct memtrace_frame *fr)
 {
+    char *sym = mt_escape(fr->symbol, 0), *mod = mt_escape(fr->module, 0);
+    char *file = mt_escape(fr->file, 0);
     int n;
-    if (fr->symbol && fr->symbol[0])
-        n = snprintf(buf, size, "%s", fr->symbol);
-    else if (fr->module && fr->module[0])
-        n = snprintf(buf, size, "%s+0x%" PRIx64, fr->module, fr->offset);
+    if (sym && sym[0])
+        n = snprintf(buf, size, "%s", sym);
+    else if (mod && mod[0])
+        n = snprintf(buf, size, "%s+0x%" PRIx64, mod, fr->offset);
     else
         n = snprintf(buf, size, "0x%" PRIx64, fr->ip);
-    if (n >= 0 && (size_t)n < size && fr->file && fr->file[0]) {
+    if (n >= 0 && (size_t)n < size && file && file[0]) {
         if (fr->line)
-            snprintf(buf + n, size - (size_t)n, " at %s:%u", fr->file, (unsigned)fr->line);
+            snprintf(buf + n, size - (size_t)n, " at %s:%u", file, (unsigned)fr->line);
         else
-            snprintf(buf + n, size - (size_t)n, " at %s", fr->file);
+            snprintf(buf + n, size - (size_t)n, " at %s", file);
     }
+    free(sym);
+    free(mod);
+    free(file);
     return buf;
 }
 
@@ -70,10 +78,10 @@ json_t *mt_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth
             char ip[32];
             snprintf(ip, sizeof(ip), "0x%" PRIx64, fr->ip);
             json_object_set_new(o, "ip", json_string(ip));
-            json_object_set_new(o, "symbol", json_string(fr->symbol ? fr->symbol : ""));
-            json_object_set_new(o, "module", json_string(fr->module ? fr->module : ""));
+            json_object_set_new(o, "symbol", mt_json_str(fr->symbol));
+            json_object_set_new(o, "module", mt_json_str(fr->module));
             json_object_set_new(o, "offset", mt_json_u64(fr->offset));
-            json_object_set_new(o, "file", json_string(fr->file ? fr->file : ""));
+            json_object_set_new(o, "file", mt_json_str(fr->file));
             json_object_set_new(o, "line", json_integer(fr->line));
         }
         json_array_append_new(arr, o);

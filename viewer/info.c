@@ -70,11 +70,11 @@ static uint64_t device_total(json_t *d)
 static void print_value(json_t *v)
 {
     if (json_is_string(v)) {
-        fputs(json_string_value(v), stdout);
+        mt_fputs_safe(json_string_value(v), stdout);
         return;
     }
     char *s = json_dumps(v, JSON_ENCODE_ANY);
-    fputs(s ? s : "?", stdout);
+    mt_fputs_safe(s ? s : "?", stdout);
     free(s);
 }
 
@@ -122,19 +122,25 @@ static int is_known_meta(const char *key)
  * "  free_requested". */
 #define LABEL_WIDTH 16
 
+/* Labels and values may come from the file (metadata keys, host names, paths):
+ * both are printed escaped (mt_fputs_safe). */
 static void label(const char *text)
 {
-    printf("%-*s ", LABEL_WIDTH, text);
+    char *e = mt_escape(text, 0);
+    printf("%-*s ", LABEL_WIDTH, e ? e : "?");
+    free(e);
 }
 
 static void row(const char *text, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void row(const char *text, const char *fmt, ...)
 {
     va_list ap;
+    char value[1024];
     label(text);
     va_start(ap, fmt);
-    vprintf(fmt, ap);
+    vsnprintf(value, sizeof(value), fmt, ap);
     va_end(ap);
+    mt_fputs_safe(value, stdout);
     fputc('\n', stdout);
 }
 
@@ -147,7 +153,11 @@ static void value_row(const char *text, json_t *v)
 
 static void sub_row(const char *text, const char *value)
 {
-    printf("  %-*s %s\n", LABEL_WIDTH - 2, text, value);
+    char *e = mt_escape(text, 0);
+    printf("  %-*s ", LABEL_WIDTH - 2, e ? e : "?");
+    free(e);
+    mt_fputs_safe(value, stdout);
+    fputc('\n', stdout);
 }
 
 static void print_text(const char *path, struct memtrace_reader *r, const struct mt_replay *in,
@@ -257,7 +267,7 @@ static int print_json(const char *path, struct memtrace_reader *r, const struct 
 {
     char a[64];
     json_t *o = json_object();
-    json_object_set_new(o, "file", json_string(path));
+    json_object_set_new(o, "file", mt_json_str(path));
     json_object_set_new(o, "format_version", json_integer(memtrace_reader_version(r)));
     json_object_set_new(o, "file_size", mt_json_u64(memtrace_reader_file_size(r)));
     int truncated = memtrace_reader_truncated(r);

@@ -172,7 +172,7 @@ static int print_json(const struct out *o)
     const struct mt_replay *rp = o->rp, *f = rp;
     const struct top *top = o->top;
     json_t *j = json_object();
-    json_object_set_new(j, "file", json_string(o->path));
+    json_object_set_new(j, "file", mt_json_str(o->path));
     json_object_set_new(j, "truncated", json_boolean(mt_replay_truncated(rp)));
     json_object_set_new(j, "events", mt_json_u64(f->events));
     json_object_set_new(j, "first_time_ns", mt_json_u64(f->events ? f->t_min : 0));
@@ -248,7 +248,9 @@ static void print_text(const struct out *o)
     const struct mt_replay *rp = o->rp, *f = rp;
     const struct top *top = o->top;
     char a[64], b[64], c[64], d[64];
-    printf("file              %s%s\n", o->path, mt_replay_truncated(rp) ? " (truncated)" : "");
+    fputs("file              ", stdout);
+    mt_fputs_safe(o->path, stdout);
+    puts(mt_replay_truncated(rp) ? " (truncated)" : "");
     printf("events            %s over %s\n", mt_fmt_count(a, sizeof(a), f->events),
            mt_fmt_duration(b, sizeof(b), f->events ? f->t_max - f->t_min : 0));
     print_level(o, "allocated", &rp->allocated);
@@ -349,7 +351,7 @@ static int summarise_files(char **paths, int n)
             const struct file_row *r = k < n ? &rows[k] : &total;
             json_t *o = json_object();
             if (k < n) {
-                json_object_set_new(o, "file", json_string(r->path));
+                json_object_set_new(o, "file", mt_json_str(r->path));
                 json_object_set_new(o, "rank", r->rank ? json_incref(r->rank) : json_null());
                 json_object_set_new(o, "truncated", json_boolean(r->truncated));
             }
@@ -373,15 +375,16 @@ static int summarise_files(char **paths, int n)
             char rank[32] = "-", a[32], b[32], c[32], d[32];
             if (r->rank && json_is_integer(r->rank))
                 snprintf(rank, sizeof(rank), "%" JSON_INTEGER_FORMAT, json_integer_value(r->rank));
-            else if (r->rank && json_is_string(r->rank))
-                snprintf(rank, sizeof(rank), "%s", json_string_value(r->rank));
+            else if (r->rank)
+                snprintf(rank, sizeof(rank), "?");
             if (k == n)
                 rank[0] = '\0';
-            printf("%6s %12s %16s %16s %16s  %s%s\n", rank, mt_fmt_count(a, sizeof(a), r->events),
+            printf("%6s %12s %16s %16s %16s  ", rank, mt_fmt_count(a, sizeof(a), r->events),
                    mt_fmt_bytes(b, sizeof(b), r->allocated.peak),
                    mt_fmt_bytes(c, sizeof(c), r->reserved.peak),
-                   mt_fmt_bytes(d, sizeof(d), r->allocated.cur), r->path,
-                   r->truncated ? " (truncated)" : "");
+                   mt_fmt_bytes(d, sizeof(d), r->allocated.cur));
+            mt_fputs_safe(r->path, stdout);
+            puts(r->truncated ? " (truncated)" : "");
         }
         puts("\nThe total's peaks are the sum of each file's own peak: an upper bound of what\n"
              "the files held at one time, reached only if their peaks coincide.");

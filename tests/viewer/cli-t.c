@@ -171,6 +171,66 @@ static void check_corrupt(void)
     }
 }
 
+/* Names from a file reach the terminal escaped, and JSON keeps what is not UTF-8. */
+static void check_escapes(void)
+{
+    const char *path = cli_path("escapes.memtrace");
+    static const char *const strs[] = {
+        "evil\x1b]0;title\x07name", /* 1: symbol: OSC that sets a terminal's title */
+        "caf\xe9.py",               /* 2: file: Latin-1, not UTF-8 */
+        "lib\xc2\x9b"
+        "2Jx.so",                  /* 3: module: C1 CSI that clears a screen */
+        "r\xc3\xa9sum\xc3\xa9.py", /* 4: a UTF-8 file name, kept as it is */
+    };
+    struct mt_frame_rec fr[2] = {{.ip = 0x1000, .symbol = 1, .file = 2, .line = 7, .module = 3},
+                                 {.ip = 0x2000, .module = 3, .offset = 0x40, .file = 4}};
+    uint32_t parent[2] = {0, 1}, frame[2] = {2, 1};
+    struct memtrace_event ev = {
+        .action = MEMTRACE_ALLOC, .time_ns = 5, .addr = 64, .size = 8, .stack = 2};
+    struct mt_writer *w;
+    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_meta(w, "{\"host\": \"h\\u001b[2J\", \"argv\": [\"a\\u009b1m\"]}"),
+              "mt_writer_meta");
+    cli_check(mt_writer_strings(w, 1, 4, strs), "mt_writer_strings");
+    cli_check(mt_writer_frames(w, 1, 2, fr), "mt_writer_frames");
+    cli_check(mt_writer_stacks(w, 1, 2, parent, frame), "mt_writer_stacks");
+    cli_check(mt_writer_events(w, &ev, 1), "mt_writer_events");
+    cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
+    for (int k = 0; k < 2; k++) {
+        const char *cmd = k ? "summary" : "info";
+        struct cli_out o = cli_run((const char *const[]){cmd, path, NULL});
+        is_int(0, o.status, "%s of a file with control characters: exit 0", cmd);
+        int raw = 0;
+        for (const unsigned char *p = (const unsigned char *)o.out; *p; p++)
+            raw += (*p < 0x20 && *p != '\n') || *p == 0x7f ||
+                   (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0);
+        is_int(0, raw, "%s: no control character reaches the terminal", cmd);
+        if (k) {
+            ok(strstr(o.out, "evil\\x1b]0;title\\x07name at caf\\xe9.py:7") != NULL,
+               "summary: the frame shows its escaped symbol and file");
+            ok(strstr(o.out, "lib\\xc2\\x9b2Jx.so+0x40 at r\xc3\xa9sum\xc3\xa9.py") != NULL,
+               "summary: C1 controls escaped, UTF-8 kept");
+        } else {
+            ok(strstr(o.out, "h\\x1b[2J") != NULL, "info: the host is shown escaped");
+            ok(strstr(o.out, "a\\xc2\\x9b1m") != NULL, "info: argv is shown escaped");
+        }
+        cli_free(&o);
+    }
+    struct cli_out o = cli_run((const char *const[]){"summary", "--json", path, NULL});
+    json_t *j = cli_json(&o);
+    json_t *f0 = json_array_get(cli_get(j, "top.stacks"), 0);
+    f0 = json_array_get(json_object_get(f0, "frames"), 0);
+    const char *sym = json_string_value(json_object_get(f0, "symbol"));
+    const char *file = json_string_value(json_object_get(f0, "file"));
+    ok(sym && strcmp(sym, strs[0]) == 0, "JSON: the symbol is kept as it is: %s", sym ? sym : "-");
+    ok(file && strcmp(file, "caf\\xe9.py") == 0,
+       "JSON: a file name that is not UTF-8 is kept, "
+       "escaped: %s",
+       file ? file : "(lost)");
+    json_decref(j);
+    cli_free(&o);
+}
+
 int main(void)
 {
     cli_scratch();
@@ -182,6 +242,7 @@ int main(void)
     check_usage_errors(file);
     check_file_errors();
     check_corrupt();
+    check_escapes();
     done_testing();
     return exit_status();
 }
