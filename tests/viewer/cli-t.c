@@ -231,6 +231,46 @@ static void check_escapes(void)
     cli_free(&o);
 }
 
+/* A FIFO is read in one pass, as a file is: no hang, no "empty file". */
+static void check_fifo(void)
+{
+    const char *src = cli_path("fifo-src.memtrace"), *fifo = cli_path("fifo");
+    struct memtrace_event ev[3] = {
+        {.action = MEMTRACE_ALLOC, .time_ns = 10, .addr = 4096, .size = 100},
+        {.action = MEMTRACE_ALLOC, .time_ns = 20, .addr = 8192, .size = 300},
+        {.action = MEMTRACE_FREE_COMPLETED, .time_ns = 30, .addr = 4096},
+    };
+    struct mt_writer *w;
+    cli_check(mt_writer_open(&w, src), "mt_writer_open");
+    cli_check(mt_writer_events(w, ev, 3), "mt_writer_events");
+    cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
+    if (mkfifo(fifo, 0600) != 0)
+        bail_out("mkfifo failed");
+    static const char *const cmds[] = {"summary", "info"};
+    for (int k = 0; k < 2; k++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            /* The writer end: copy the file into the FIFO, then go. */
+            char buf[4096];
+            int in = open(src, O_RDONLY), fd = open(fifo, O_WRONLY);
+            ssize_t n;
+            while (in >= 0 && fd >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+                if (write(fd, buf, (size_t)n) != n)
+                    break;
+            _exit(0);
+        }
+        struct cli_out o = cli_run((const char *const[]){cmds[k], "--json", fifo, NULL});
+        waitpid(pid, NULL, 0);
+        is_int(0, o.status, "%s of a FIFO: exit 0 (%s)", cmds[k], o.err);
+        json_t *j = cli_json(&o);
+        is_int(3, cli_int(j, "events"), "%s of a FIFO: the 3 events", cmds[k]);
+        if (k == 0)
+            is_int(400, cli_int(j, "allocated.peak_bytes"), "summary of a FIFO: the peak");
+        json_decref(j);
+        cli_free(&o);
+    }
+}
+
 int main(void)
 {
     cli_scratch();
@@ -243,6 +283,7 @@ int main(void)
     check_file_errors();
     check_corrupt();
     check_escapes();
+    check_fifo();
     done_testing();
     return exit_status();
 }
