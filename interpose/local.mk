@@ -65,6 +65,13 @@ TESTS += tests/interpose/segtab-t
 tests_interpose_segtab_t_SOURCES = tests/interpose/segtab-t.c interpose/segtab.c
 tests_interpose_segtab_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 
+# memtrace run under a real mpirun (Open MPI); skips where mpirun is absent.
+check_PROGRAMS += tests/interpose/mpi-t
+TESTS += tests/interpose/mpi-t
+tests_interpose_mpi_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_mpi_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_mpi_t_DEPENDENCIES = $(IP_TEST_DEPS) memtrace$(EXEEXT)
+
 check_PROGRAMS += tests/interpose/cudart-t
 TESTS += tests/interpose/cudart-t
 tests_interpose_cudart_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
