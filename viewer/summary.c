@@ -225,10 +225,10 @@ static void print_level(const struct out *o, const char *name, const struct mt_l
 {
     char a[64], b[64], c[64];
     if (!l->peak) {
-        printf("peak %-12s 0 B (0 bytes)\n", name);
+        printf("peak %-15s 0 B (0 bytes)\n", name);
         return;
     }
-    printf("peak %-12s %s (%" PRIu64 " bytes) at +%s (%" PRIu64 " ns", name,
+    printf("peak %-15s %s (%" PRIu64 " bytes) at +%s (%" PRIu64 " ns", name,
            mt_fmt_bytes(a, sizeof(a), l->peak), l->peak,
            mt_fmt_duration(b, sizeof(b), l->peak_time - o->rp->t_min), l->peak_time);
     if (o->have_wall && l->peak_time >= o->mono0)
@@ -239,7 +239,7 @@ static void print_level(const struct out *o, const char *name, const struct mt_l
 static void print_tally(const char *name, const struct mt_count *t)
 {
     char a[64], b[64];
-    printf("%-17s %s (%s, %" PRIu64 " bytes)\n", name, mt_fmt_count(a, sizeof(a), t->count),
+    printf("%-20s %s (%s, %" PRIu64 " bytes)\n", name, mt_fmt_count(a, sizeof(a), t->count),
            mt_fmt_bytes(b, sizeof(b), t->bytes), t->bytes);
 }
 
@@ -248,10 +248,10 @@ static void print_text(const struct out *o)
     const struct mt_replay *rp = o->rp, *f = rp;
     const struct top *top = o->top;
     char a[64], b[64], c[64], d[64];
-    fputs("file              ", stdout);
+    fputs("file                 ", stdout);
     mt_fputs_safe(o->path, stdout);
     puts(mt_replay_truncated(rp) ? " (truncated)" : "");
-    printf("events            %s over %s\n", mt_fmt_count(a, sizeof(a), f->events),
+    printf("events               %s over %s\n", mt_fmt_count(a, sizeof(a), f->events),
            mt_fmt_duration(b, sizeof(b), f->events ? f->t_max - f->t_min : 0));
     print_level(o, "allocated", &rp->allocated);
     print_level(o, "reserved", &rp->reserved);
@@ -267,18 +267,18 @@ static void print_text(const struct out *o)
         print_tally("unmatched seg frees", &rp->unmatched_seg_frees);
     if (rp->replaced_segs.count)
         print_tally("replaced segments", &rp->replaced_segs);
-    printf("at end            allocated %s (%" PRIu64 " bytes) in %s blocks, reserved %s (%" PRIu64
+    printf("at end               allocated %s (%" PRIu64 " bytes) in %s blocks, reserved %s (%" PRIu64
            " bytes) in %s segments\n",
            mt_fmt_bytes(a, sizeof(a), rp->allocated.cur), rp->allocated.cur,
            mt_fmt_count(b, sizeof(b), rp->blocks.n), mt_fmt_bytes(c, sizeof(c), rp->reserved.cur),
            rp->reserved.cur, mt_fmt_count(d, sizeof(d), rp->segs.n));
-    printf("annotations       %s\n", mt_fmt_count(a, sizeof(a), f->annotations));
+    printf("annotations          %s\n", mt_fmt_count(a, sizeof(a), f->annotations));
     if (f->ooms.count)
-        printf("oom events        %s (largest request %s, device free %s)\n",
+        printf("oom events           %s (largest request %s, device free %s)\n",
                mt_fmt_count(a, sizeof(a), f->ooms.count),
                mt_fmt_bytes(b, sizeof(b), f->oom_largest), mt_fmt_bytes(c, sizeof(c), f->oom_free));
     else
-        printf("oom events        0\n");
+        printf("oom events           0\n");
 
     if (!top->of) {
         printf("\nNothing was allocated: no stacks to show.\n");

@@ -585,6 +585,18 @@ static void check_by_hand(void)
     is_int(3, json_integer_value(json_object_get(s0, "count")), "three pieces at the peak");
     json_decref(j);
     cli_free(&o);
+    /* Every label fits its column, the longest ("unmatched seg frees") too: values
+     * start at column 22 on every line of the figures. */
+    o = cli_run((const char *const[]){"summary", path, NULL});
+    int rows = 0, aligned = 0;
+    for (const char *p = o.out; *p && *p != '\n'; p = strchr(p, '\n') + 1) {
+        const char *nl = strchr(p, '\n');
+        rows++;
+        aligned += nl - p > 21 && p[20] == ' ' && p[21] != ' ';
+    }
+    ok(rows >= 10 && aligned == rows && strstr(o.out, "unmatched seg frees  1 "),
+       "text: %d of %d figure lines have their value at column 22", aligned, rows);
+    cli_free(&o);
 
     l.n = 0;
     t = BASE_T;
