@@ -16,6 +16,7 @@ static const struct mt_cmd commands[] = {
     {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
     {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
     {"segments", mt_cmd_segments, "the segment map at a point: blocks, free gaps, fragmentation"},
+    {"timeline", mt_cmd_timeline, "allocated, reserved and device memory over time: chart, csv"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 
