@@ -372,6 +372,12 @@ static void print_text(const char *path, const struct stats *st, json_t *set)
     }
 }
 
+static void take_level(struct stat *s, const struct mt_level *l)
+{
+    s->current = l->cur;
+    s->peak = l->peak;
+}
+
 int mt_cmd_stats(int argc, char **argv)
 {
     char *pos[argc + 1];
@@ -410,6 +416,10 @@ int mt_cmd_stats(int argc, char **argv)
         status = mt_replay_done_cli(rp, rc);
     }
     if (status == MT_EXIT_OK) {
+        /* The model's own levels for all pools: the same rules, kept in one place. */
+        take_level(&st.s[S_ALLOCATED_BYTES][ALL], &rp->in_use);
+        take_level(&st.s[S_ACTIVE_BYTES][ALL], &rp->allocated);
+        take_level(&st.s[S_RESERVED_BYTES][ALL], &rp->reserved);
         json_t *set = settings(rp);
         if (json) {
             status = print_json(pos[0], &st, set);
