@@ -229,6 +229,8 @@ static void leave(struct mt_replay *rp, const struct mt_live *e, int is_seg)
 {
     struct mt_level *l = is_seg ? &rp->reserved : &rp->allocated;
     fall(l, e->size);
+    if (!is_seg && !e->pending)
+        fall(&rp->in_use, e->size);
     struct mt_devlevel *d = devlevel(rp, e->device);
     if (d)
         fall(is_seg ? &d->reserved : &d->allocated, e->size);
@@ -268,6 +270,8 @@ static void enter(struct mt_replay *rp, int is_seg)
     e->index = rp->index;
     e->stack = ev->stack <= memtrace_reader_stack_count(rp->r) ? ev->stack : 0;
     e->category = ev->category;
+    e->source = ev->source;
+    e->mapped = ev->action == MEMTRACE_SEGMENT_MAP;
     e->device = ev->device;
     e->pool = ev->pool;
     e->pending = 0;
@@ -297,6 +301,8 @@ static void enter(struct mt_replay *rp, int is_seg)
         }
     }
     rise(rp, l, ev->size);
+    if (!is_seg)
+        rise(rp, &rp->in_use, ev->size);
 }
 
 static void apply_block(struct mt_replay *rp)
@@ -315,6 +321,10 @@ static void apply_block(struct mt_replay *rp)
         rp->free_requests.bytes += ev->size;
         struct mt_live *e = mt_addrtab_find(&rp->blocks, ev->addr);
         if (e) {
+            if (!e->pending && e->counted) {
+                fall(&rp->in_use, e->size);
+                rp->eff.bytes = e->size;
+            }
             e->pending = 1;
             rp->eff.kind = MT_EFF_PENDING;
             rp->eff.gone = *e;

@@ -30,10 +30,12 @@ struct mt_live {
     uint64_t index; /* event index (0-based, in file order) of that event */
     uint32_t stack;
     uint32_t category;
+    uint32_t source; /* string id of the reporting API, 0 none */
     int32_t device;
     int32_t pool;
     uint8_t pending; /* a free_requested was seen (PyTorch's active_pending_free) */
     uint8_t counted; /* passes the filter: counts in the levels and tallies */
+    uint8_t mapped;  /* made by segment_map: a piece of an expandable segment */
 };
 
 /* A level (allocated or reserved bytes) and its peak: the first event at which it
@@ -105,7 +107,7 @@ enum mt_effect_kind {
     MT_EFF_NONE,       /* counters, annotations, snapshots, oom, skipped actions */
     MT_EFF_ALLOC,      /* a block became live (eff.gone holds the one it replaced) */
     MT_EFF_FREE,       /* free_completed: eff.gone was removed */
-    MT_EFF_PENDING,    /* free_requested of a live block */
+    MT_EFF_PENDING,    /* free_requested of a live block (eff.bytes: 0 if a repeat) */
     MT_EFF_UNMATCHED,  /* a free or unmap of an address with nothing live */
     MT_EFF_SEG_ADD,    /* a segment piece became live (eff.gone: replaced) */
     MT_EFF_SEG_REMOVE, /* segment_free or segment_unmap: eff.bytes left reserved */
@@ -131,6 +133,10 @@ struct mt_replay {
 
     struct mt_addrtab blocks, segs; /* of struct mt_live */
     struct mt_level allocated, reserved;
+    /* allocated less the blocks whose free was requested (free_requested): PyTorch's
+     * allocated_bytes, where allocated is its active_bytes. The same as allocated in
+     * files without free_requested. */
+    struct mt_level in_use;
     struct mt_tallies block_stacks, seg_stacks;
     struct mt_devlevel *dev;
     size_t ndev;

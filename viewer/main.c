@@ -15,6 +15,9 @@ struct mt_cmd {
 static const struct mt_cmd commands[] = {
     {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
     {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
+    {"segments", mt_cmd_segments, "the segment map at a point: blocks, free gaps, fragmentation"},
+    {"timeline", mt_cmd_timeline, "allocated, reserved and device memory over time: chart, csv"},
+    {"stats", mt_cmd_stats, "allocator statistics as PyTorch's memory_stats() names them"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 

@@ -267,8 +267,8 @@ static void print_text(const struct out *o)
         print_tally("unmatched seg frees", &rp->unmatched_seg_frees);
     if (rp->replaced_segs.count)
         print_tally("replaced segments", &rp->replaced_segs);
-    printf("at end               allocated %s (%" PRIu64 " bytes) in %s blocks, reserved %s (%" PRIu64
-           " bytes) in %s segments\n",
+    printf("at end               allocated %s (%" PRIu64
+           " bytes) in %s blocks, reserved %s (%" PRIu64 " bytes) in %s segments\n",
            mt_fmt_bytes(a, sizeof(a), rp->allocated.cur), rp->allocated.cur,
            mt_fmt_count(b, sizeof(b), rp->blocks.n), mt_fmt_bytes(c, sizeof(c), rp->reserved.cur),
            rp->reserved.cur, mt_fmt_count(d, sizeof(d), rp->segs.n));
