@@ -16,6 +16,7 @@ static const struct mt_cmd commands[] = {
     {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
     {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
     {"peak", mt_cmd_peak, "what was alive at the peak (or at a point), grouped by stack"},
+    {"leaks", mt_cmd_leaks, "what is still alive at the end (or of a window), by stack"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 
