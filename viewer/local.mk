@@ -6,14 +6,16 @@ memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c
 	viewer/cli_stack.c viewer/cli_json.c viewer/info.c viewer/summary.c \
 	viewer/cli_rank.h viewer/cli_rank.c \
 	viewer/peak.c \
-	viewer/leaks.c
+	viewer/leaks.c \
+	viewer/top.c
 memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
 # Tests write files with the internal writer and run the built memtrace binary.
 VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
 	tests/viewer/peak-t \
-	tests/viewer/leaks-t
+	tests/viewer/leaks-t \
+	tests/viewer/top-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -26,3 +28,5 @@ tests_viewer_peak_t_SOURCES = tests/viewer/peak-t.c tests/viewer/cli-util.h test
 tests_viewer_peak_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_viewer_leaks_t_SOURCES = tests/viewer/leaks-t.c tests/viewer/cli-util.h tests/viewer/rank-util.h
 tests_viewer_leaks_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_top_t_SOURCES = tests/viewer/top-t.c tests/viewer/cli-util.h tests/viewer/rank-util.h
+tests_viewer_top_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
