@@ -144,7 +144,10 @@ static void check_errors(void)
 int main(void)
 {
     cli_scratch();
-    path = cli_path("rank.memtrace");
+    static char rank_path[512];
+    /* A copy: cli_path() reuses its buffers. */
+    snprintf(rank_path, sizeof(rank_path), "%s", cli_path("rank.memtrace"));
+    path = rank_path;
     rk_write(path, 1);
     check_filters();
     check_text();
