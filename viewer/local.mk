@@ -7,7 +7,8 @@ memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c
 	viewer/cli_rank.h viewer/cli_rank.c \
 	viewer/peak.c \
 	viewer/leaks.c \
-	viewer/top.c
+	viewer/top.c \
+	viewer/flamegraph.c
 memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
@@ -15,7 +16,8 @@ dist_man_MANS += docs/memtrace.1
 VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
 	tests/viewer/peak-t \
 	tests/viewer/leaks-t \
-	tests/viewer/top-t
+	tests/viewer/top-t \
+	tests/viewer/flamegraph-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -30,3 +32,6 @@ tests_viewer_leaks_t_SOURCES = tests/viewer/leaks-t.c tests/viewer/cli-util.h te
 tests_viewer_leaks_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_viewer_top_t_SOURCES = tests/viewer/top-t.c tests/viewer/cli-util.h tests/viewer/rank-util.h
 tests_viewer_top_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_flamegraph_t_SOURCES = tests/viewer/flamegraph-t.c tests/viewer/cli-util.h \
+	tests/viewer/rank-util.h
+tests_viewer_flamegraph_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

@@ -18,6 +18,7 @@ static const struct mt_cmd commands[] = {
     {"peak", mt_cmd_peak, "what was alive at the peak (or at a point), grouped by stack"},
     {"leaks", mt_cmd_leaks, "what is still alive at the end (or of a window), by stack"},
     {"top", mt_cmd_top, "stacks ranked by bytes, count or temporary allocations"},
+    {"flamegraph", mt_cmd_flamegraph, "folded stacks or an SVG flame graph of a cost"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 
