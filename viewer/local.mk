@@ -6,7 +6,12 @@ memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c
 	viewer/cli_stack.c viewer/cli_json.c viewer/info.c viewer/summary.c \
 	viewer/segments.c \
 	viewer/timeline.c \
-	viewer/stats.c
+	viewer/stats.c \
+	viewer/cli_rank.h viewer/cli_rank.c \
+	viewer/peak.c \
+	viewer/leaks.c \
+	viewer/top.c \
+	viewer/flamegraph.c
 memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
@@ -14,7 +19,11 @@ dist_man_MANS += docs/memtrace.1
 VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
 	tests/viewer/segments-t \
 	tests/viewer/timeline-t \
-	tests/viewer/stats-t
+	tests/viewer/stats-t \
+	tests/viewer/peak-t \
+	tests/viewer/leaks-t \
+	tests/viewer/top-t \
+	tests/viewer/flamegraph-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -29,3 +38,12 @@ tests_viewer_timeline_t_SOURCES = tests/viewer/timeline-t.c tests/viewer/cli-uti
 tests_viewer_timeline_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_viewer_stats_t_SOURCES = tests/viewer/stats-t.c tests/viewer/cli-util.h
 tests_viewer_stats_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_peak_t_SOURCES = tests/viewer/peak-t.c tests/viewer/cli-util.h tests/viewer/rank-util.h
+tests_viewer_peak_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_leaks_t_SOURCES = tests/viewer/leaks-t.c tests/viewer/cli-util.h tests/viewer/rank-util.h
+tests_viewer_leaks_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_top_t_SOURCES = tests/viewer/top-t.c tests/viewer/cli-util.h tests/viewer/rank-util.h
+tests_viewer_top_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_flamegraph_t_SOURCES = tests/viewer/flamegraph-t.c tests/viewer/cli-util.h \
+	tests/viewer/rank-util.h
+tests_viewer_flamegraph_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

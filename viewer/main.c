@@ -15,9 +15,13 @@ struct mt_cmd {
 static const struct mt_cmd commands[] = {
     {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
     {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
+    {"peak", mt_cmd_peak, "what was alive at the peak (or at a point), grouped by stack"},
+    {"leaks", mt_cmd_leaks, "what is still alive at the end (or of a window), by stack"},
+    {"top", mt_cmd_top, "stacks ranked by bytes, count or temporary allocations"},
     {"segments", mt_cmd_segments, "the segment map at a point: blocks, free gaps, fragmentation"},
     {"timeline", mt_cmd_timeline, "allocated, reserved and device memory over time: chart, csv"},
     {"stats", mt_cmd_stats, "allocator statistics as PyTorch's memory_stats() names them"},
+    {"flamegraph", mt_cmd_flamegraph, "folded stacks or an SVG flame graph of a cost"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 
