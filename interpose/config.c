@@ -32,7 +32,7 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
     return 0;
 }
 
-static int bad(const char *var, const char *value, const char *accepted)
+int mt_ip_config_bad(const char *var, const char *value, const char *accepted)
 {
     mt_log("%s=%s is not valid (%s); recording is off for this process", var, value, accepted);
     return -1;
@@ -132,8 +132,9 @@ int mt_ip_config_read(struct mt_ip_config *c)
     if (s == NULL || *s == '\0')
         s = DEFAULT_OUTPUT;
     if (mt_ip_expand_output(s, (int)getpid(), c->output, sizeof c->output) != 0)
-        return bad("MEMTRACE_OUTPUT", s,
-                   "a path where %p is the pid, %r the rank, %h the host and %% a percent sign");
+        return mt_ip_config_bad(
+            "MEMTRACE_OUTPUT", s,
+            "a path where %p is the pid, %r the rank, %h the host and %% a percent sign");
 
     s = getenv("MEMTRACE_STACKS");
     if (s != NULL && *s != '\0') {
@@ -142,21 +143,22 @@ int mt_ip_config_read(struct mt_ip_config *c)
         else if (parse_uint(s, MEMTRACE_MAX_FRAMES, &v) == 0)
             c->stack_depth = (int)v;
         else
-            return bad("MEMTRACE_STACKS", s, "frames per stack, 0 to 128, or none");
+            return mt_ip_config_bad("MEMTRACE_STACKS", s, "frames per stack, 0 to 128, or none");
     }
 
     s = getenv("MEMTRACE_FLUSH_MS");
     if (s != NULL && *s != '\0') {
         if (parse_uint(s, 3600000, &v) != 0 || v == 0)
-            return bad("MEMTRACE_FLUSH_MS", s, "milliseconds between flushes, 1 to 3600000");
+            return mt_ip_config_bad("MEMTRACE_FLUSH_MS", s,
+                                    "milliseconds between flushes, 1 to 3600000");
         c->flush_ms = (unsigned)v;
     }
 
     s = getenv("MEMTRACE_MAX_ENTRIES");
     if (s != NULL && *s != '\0') {
         if (parse_uint(s, SIZE_MAX / 2, &v) != 0)
-            return bad("MEMTRACE_MAX_ENTRIES", s,
-                       "events kept in memory, a whole number; 0 for the default");
+            return mt_ip_config_bad("MEMTRACE_MAX_ENTRIES", s,
+                                    "events kept in memory, a whole number; 0 for the default");
         c->max_entries = (size_t)v;
     }
 
@@ -164,8 +166,9 @@ int mt_ip_config_read(struct mt_ip_config *c)
     if (s != NULL && *s != '\0') {
         int sig = parse_signal(s);
         if (sig < 0)
-            return bad("MEMTRACE_DUMP_SIGNAL", s,
-                       "a signal name or number such as USR2, SIGUSR2 or 12; not KILL or STOP");
+            return mt_ip_config_bad(
+                "MEMTRACE_DUMP_SIGNAL", s,
+                "a signal name or number such as USR2, SIGUSR2 or 12; not KILL or STOP");
         c->dump_signal = sig;
     }
 
@@ -176,7 +179,7 @@ int mt_ip_config_read(struct mt_ip_config *c)
         } else if (strcmp(s, "1") == 0) {
             c->caching = 1;
         } else {
-            return bad("MEMTRACE_CACHING", s, "0 or 1");
+            return mt_ip_config_bad("MEMTRACE_CACHING", s, "0 or 1");
         }
     }
     s = getenv("MEMTRACE_ALLOC_CONF");
@@ -185,31 +188,16 @@ int mt_ip_config_read(struct mt_ip_config *c)
          * allocation to the driver, one warning each. */
         struct memtrace_alloc_config_error err;
         if (memtrace_alloc_config_set_err(s, &err) != 0)
-            return bad("MEMTRACE_ALLOC_CONF", s, err.text);
+            return mt_ip_config_bad("MEMTRACE_ALLOC_CONF", s, err.text);
     }
 
     s = getenv("MEMTRACE_SAMPLE_MS");
     if (s != NULL && *s != '\0') {
         if (parse_uint(s, 3600000, &v) != 0)
-            return bad("MEMTRACE_SAMPLE_MS", s,
-                       "milliseconds between memory samples, 0 (off) to 3600000");
+            return mt_ip_config_bad("MEMTRACE_SAMPLE_MS", s,
+                                    "milliseconds between memory samples, 0 (off) to 3600000");
         c->sample_ms = (unsigned)v;
     }
 
-    s = getenv("MEMTRACE_ZE_ROUTE");
-    if (s != NULL && *s != '\0') {
-        c->ze_route = mt_ip_ze_route_parse(s);
-        if (c->ze_route < 0)
-            return bad("MEMTRACE_ZE_ROUTE", s, "auto, symbols or tracing");
-    }
     return 0;
-}
-
-int mt_ip_ze_route_parse(const char *s)
-{
-    static const char *const names[] = {"auto", "symbols", "tracing"};
-    for (size_t i = 0; i < MT_ARRAY_SIZE(names); i++)
-        if (strcmp(s, names[i]) == 0)
-            return (int)i;
-    return -1;
 }

@@ -37,7 +37,8 @@
 #include <string.h>
 
 #include "caching.h"
-#include "internal.h"
+#include "cu.h"
+#include "interpose.h"
 #include "util.h"
 
 typedef int CUresult;
@@ -190,7 +191,7 @@ void mt_cu_note_context(void)
         atomic_store(&first_ctx, c);
 }
 
-int mt_cu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
+static int mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
     static MT_TLS CUcontext bound;
     CUcontext c = atomic_load(&first_ctx);
@@ -215,11 +216,6 @@ int mt_cu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
     *free_bytes = f;
     *total_bytes = t;
     return 0;
-}
-
-void mt_cu_atfork_child(void)
-{
-    atomic_store(&first_ctx, NULL);
 }
 
 void *mt_cu_ctx_get(void)
@@ -689,7 +685,7 @@ static void *wrapper_of(int i)
     return sym_wrapper[i];
 }
 
-void *mt_cu_unwrap(void *p)
+static void *unwrap(void *p)
 {
     for (int i = 0; p != NULL && i < S_WRAPPED; i++)
         if (p == sym_wrapper[i])
@@ -697,7 +693,7 @@ void *mt_cu_unwrap(void *p)
     return p;
 }
 
-void *mt_cu_hook(void *handle, const char *name, void *found)
+static void *hook(void *handle, const char *name, void *found)
 {
     for (int i = 0; i < S_WRAPPED; i++) {
         if (strcmp(name, sym_name[i]) != 0)
@@ -715,3 +711,54 @@ void *mt_cu_hook(void *handle, const char *name, void *found)
     }
     return NULL;
 }
+
+/* ---- the backend table ------------------------------------------------------------ */
+
+static void *dlsym_hook(void *handle, const char *name, void *found, const void *caller)
+{
+    if (name[0] != 'c' || name[1] != 'u')
+        return NULL;
+    if (mt_ip_from_library(caller)) {
+        /* The library is about to use a device: this process records from now on, as
+         * it would on its first wrapped call. */
+        if (mt_ip_enter())
+            mt_ip_leave();
+        return unwrap(found);
+    }
+    return hook(handle, name, found);
+}
+
+static void atfork_child(void)
+{
+    atomic_store(&first_ctx, NULL);
+}
+
+/* One counter for the device of the first context a wrapped call ran in. */
+static int sample(uint64_t rss)
+{
+    static uint32_t src_id;
+    uint64_t free_b = 0, total_b = 0;
+    if (mem_info(&free_b, &total_b) != 0)
+        return 0;
+    struct memtrace_event ev = {
+        .action = MEMTRACE_COUNTER,
+        .device = 0,
+        .addr = total_b - free_b,
+        .size = total_b,
+        .requested_size = rss,
+    };
+    if (src_id == 0)
+        src_id = memtrace_intern("sampler");
+    ev.source = src_id;
+    return memtrace_record_event(&ev) == 0;
+}
+
+/* The runtime's wrappers (cudart.c) and MEMTRACE_CACHING (caching.c) are exported
+ * symbols and helpers of the driver's: the core asks nothing of them, so the family
+ * has one table. */
+const struct mt_ip_backend mt_ip_cuda_backend = {
+    .name = "cuda",
+    .dlsym = dlsym_hook,
+    .atfork_child = atfork_child,
+    .sample = sample,
+};

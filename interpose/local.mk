@@ -5,8 +5,9 @@ pkglib_LTLIBRARIES = libmemtrace_preload.la
 libmemtrace_preload_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libmemtrace_preload_la_SOURCES = \
 	interpose/interpose.h interpose/internal.h interpose/caching.h interpose/segtab.h \
-	interpose/preload.c interpose/segtab.c interpose/config.c interpose/cuda.c interpose/cudart.c \
-	interpose/caching.c interpose/sampler.c libtrace/util.c
+	interpose/preload.c interpose/segtab.c interpose/config.c interpose/sampler.c \
+	interpose/backends.c interpose/cu.h interpose/cuda.c interpose/cudart.c \
+	interpose/caching.c libtrace/util.c
 libmemtrace_preload_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-export-symbols $(srcdir)/interpose/exports.txt
 libmemtrace_preload_la_LIBADD = libmemtrace.la $(LIBS)
