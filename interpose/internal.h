@@ -12,17 +12,10 @@
 /* The API families built in, NULL-terminated (interpose/backends.c). */
 extern const struct mt_ip_backend *const mt_ip_backends[];
 
-/* Reads the MEMTRACE_* environment into c. Returns 0, or -1 after writing one line
- * naming the bad variable, its value and what is accepted. */
+/* Reads the MEMTRACE_* environment into c (the output pattern expanded by
+ * mtx_output_path). Returns 0, or -1 after writing one line naming the bad
+ * variable, its value and what is accepted. */
 int mt_ip_config_read(struct mt_ip_config *c);
-
-/* Expands %p (pid), %r (rank), %h (host) and %% in pattern into out. Returns 0, or
- * -1 for an unknown %-sequence or a result that does not fit. */
-int mt_ip_expand_output(const char *pattern, int pid, char *out, size_t size);
-
-/* The rank from RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID
- * (the first set), or NULL. */
-const char *mt_ip_rank(void);
 
 /* The helper thread (interpose/sampler.c): counters every sample_ms and snapshots
  * on the dump signal. 0 or -1. */

@@ -261,17 +261,6 @@ static void atfork_child(void)
     atomic_store(&state, bad_config ? ST_OFF : ST_IDLE);
 }
 
-static void put_rank_meta(void)
-{
-    const char *rank = mt_ip_rank();
-    if (rank == NULL)
-        return;
-    for (const char *p = rank; *p; p++)
-        if (*p < '0' || *p > '9' || p - rank > 9)
-            return;
-    memtrace_meta_set("rank", rank);
-}
-
 static int do_start(void)
 {
     if (mt_ip_config_read(&cfg) != 0) {
@@ -300,7 +289,6 @@ static int do_start(void)
             return ST_OFF;
         }
         owner = 1;
-        put_rank_meta();
         memtrace_meta_set("recorded_by", "\"preload\"");
     }
     if (!once_done) {

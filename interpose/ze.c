@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "interpose.h"
+#include "mtx/env.h"
 #include "util.h"
 #include "ze.h"
 
@@ -539,13 +540,13 @@ int mt_ze_route(void)
 
 static int config(void)
 {
-    const char *s = getenv("MEMTRACE_ZE_ROUTE");
+    const char *s = getenv(MTX_ENV_ZE_ROUTE);
     route = MT_ZE_ROUTE_AUTO;
     if (s != NULL && *s != '\0') {
         route = mt_ze_route_parse(s);
         if (route < 0) {
             route = MT_ZE_ROUTE_AUTO;
-            return mt_ip_config_bad("MEMTRACE_ZE_ROUTE", s, "auto, symbols or tracing");
+            return mt_ip_config_bad(MTX_ENV_ZE_ROUTE, s, "auto, symbols or tracing");
         }
     }
     return 0;

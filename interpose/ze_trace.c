@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "interpose.h"
+#include "mtx/env.h"
 #include "util.h"
 #include "ze.h"
 
@@ -360,7 +361,7 @@ void mt_ze_dlsym_seen(const char *name, void *found)
     base = base != NULL ? base + 1 : info.dli_fname;
     if (strncmp(base, "libze_tracing_layer", 19) != 0)
         return; /* the loader's own forwarding copy */
-    const char *route = getenv("MEMTRACE_ZE_ROUTE");
+    const char *route = getenv(MTX_ENV_ZE_ROUTE);
     if (route != NULL && *route != '\0' && mt_ze_route_parse(route) == MT_ZE_ROUTE_SYMBOLS)
         return;
     if (atomic_exchange(&registered, 1))

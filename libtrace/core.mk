@@ -3,12 +3,12 @@
 noinst_LTLIBRARIES += libmemtrace_core.la
 libmemtrace_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
 libmemtrace_core_la_SOURCES = \
-	libtrace/util.c libtrace/util.h libtrace/error.c \
+	libtrace/error.c \
 	libtrace/recorder.c libtrace/recorder.h \
 	libtrace/strings.c libtrace/strings.h \
 	libtrace/stack.c libtrace/stack.h \
 	libtrace/symbolize.c libtrace/symbolize.h
-libmemtrace_core_la_LIBADD = $(MEMTRACE_DEPLIBS)
+libmemtrace_core_la_LIBADD = libmtx.la $(MEMTRACE_DEPLIBS)
 
 lib_LTLIBRARIES += libmemtrace.la
 libmemtrace_la_SOURCES =
