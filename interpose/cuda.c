@@ -678,7 +678,7 @@ static void *hook(void *handle, const char *name, void *found)
 
 /* ---- the backend table ------------------------------------------------------------ */
 
-static void *dlsym_hook(void *handle, const char *name, void *found, const void *caller)
+MT_IP_EARLY static void *dlsym_hook(void *handle, const char *name, void *found, const void *caller)
 {
     if (name[0] != 'c' || name[1] != 'u')
         return NULL;

@@ -27,6 +27,10 @@
 
 /* The interposed names, exported by the backends: exactly interpose/exports.txt. */
 #define MT_EXPORT __attribute__((visibility("default")))
+/* For a backend's dlsym hook: a sanitizer runtime resolves its interceptors through
+ * the exported dlsym before its shadow memory exists, so the hook must not be
+ * instrumented (what it calls for its own family's names runs later). */
+#define MT_IP_EARLY __attribute__((no_sanitize_address))
 
 /* One API family, as the core sees it. Every member but name may be NULL. */
 struct mt_ip_backend {
@@ -37,8 +41,9 @@ struct mt_ip_backend {
     /* A dlsym lookup of name in handle found found (NULL if nothing), asked from
      * the return address caller: what to hand out instead (a wrapper, or the real
      * function for libmemtrace.so's own lookups), or NULL to leave the answer as it
-     * is. Runs before anything else in the process may be initialised: no libc
-     * beyond the dynamic linker's own calls, and fast for names of other families. */
+     * is. Runs before anything else in the process may be initialised: declared
+     * MT_IP_EARLY, no libc beyond the dynamic linker's own calls, and fast for names
+     * of other families. */
     void *(*dlsym)(void *handle, const char *name, void *found, const void *caller);
     /* In a forked child: forgets what the parent's devices left. */
     void (*atfork_child)(void);

@@ -552,7 +552,7 @@ static int config(void)
     return 0;
 }
 
-static void *dlsym_hook(void *handle, const char *name, void *found, const void *caller)
+MT_IP_EARLY static void *dlsym_hook(void *handle, const char *name, void *found, const void *caller)
 {
     (void)handle, (void)caller;
     if (name[0] == 'z' && name[1] == 'e' && name[2] == 'l')
