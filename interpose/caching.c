@@ -13,7 +13,8 @@
 #include <stdatomic.h>
 
 #include "caching.h"
-#include "internal.h"
+#include "cu.h"
+#include "interpose.h"
 #include "memtrace_alloc.h"
 #include "util.h"
 

@@ -12,9 +12,9 @@
 
 #include "internal.h"
 #include "memtrace_alloc.h"
+#include "mtx/env.h"
+#include "mtx/pattern.h"
 #include "util.h"
-
-#define DEFAULT_OUTPUT "memtrace-%p.memtrace"
 
 static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
 {
@@ -32,7 +32,7 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
     return 0;
 }
 
-static int bad(const char *var, const char *value, const char *accepted)
+int mt_ip_config_bad(const char *var, const char *value, const char *accepted)
 {
     mt_log("%s=%s is not valid (%s); recording is off for this process", var, value, accepted);
     return -1;
@@ -63,61 +63,6 @@ static int parse_signal(const char *s)
     return -1;
 }
 
-const char *mt_ip_rank(void)
-{
-    static const char *const vars[] = {"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                       "SLURM_PROCID"};
-    for (size_t i = 0; i < MT_ARRAY_SIZE(vars); i++) {
-        const char *v = getenv(vars[i]);
-        if (v != NULL && *v != '\0')
-            return v;
-    }
-    return NULL;
-}
-
-int mt_ip_expand_output(const char *pattern, int pid, char *out, size_t size)
-{
-    size_t n = 0;
-    char tmp[256];
-    for (const char *p = pattern; *p; p++) {
-        const char *add = tmp;
-        if (*p != '%') {
-            tmp[0] = *p;
-            tmp[1] = '\0';
-        } else {
-            switch (*++p) {
-            case 'p':
-                mt_format(tmp, sizeof tmp, "%d", pid);
-                break;
-            case 'r':
-                add = mt_ip_rank();
-                if (add == NULL)
-                    add = "0";
-                break;
-            case 'h':
-                if (gethostname(tmp, sizeof tmp - 1) != 0)
-                    strcpy(tmp, "localhost");
-                tmp[sizeof tmp - 1] = '\0';
-                break;
-            case '%':
-                strcpy(tmp, "%");
-                break;
-            default:
-                return -1;
-            }
-        }
-        size_t len = strlen(add);
-        if (n + len + 1 > size)
-            return -1;
-        memcpy(out + n, add, len);
-        n += len;
-    }
-    if (n == 0)
-        return -1;
-    out[n] = '\0';
-    return 0;
-}
-
 int mt_ip_config_read(struct mt_ip_config *c)
 {
     unsigned long long v;
@@ -128,88 +73,76 @@ int mt_ip_config_read(struct mt_ip_config *c)
     c->flush_ms = 1000;
     c->sample_ms = 10;
 
-    s = getenv("MEMTRACE_OUTPUT");
+    s = getenv(MTX_ENV_OUTPUT);
     if (s == NULL || *s == '\0')
-        s = DEFAULT_OUTPUT;
-    if (mt_ip_expand_output(s, (int)getpid(), c->output, sizeof c->output) != 0)
-        return bad("MEMTRACE_OUTPUT", s,
-                   "a path where %p is the pid, %r the rank, %h the host and %% a percent sign");
+        s = MTX_DEFAULT_OUTPUT;
+    if (mtx_output_path(c->output, sizeof c->output, s, (int)getpid()) != 0)
+        return mt_ip_config_bad(
+            MTX_ENV_OUTPUT, s,
+            "a path where %p is the pid, %r the rank, %h the host and %% a percent sign");
 
-    s = getenv("MEMTRACE_STACKS");
+    s = getenv(MTX_ENV_STACKS);
     if (s != NULL && *s != '\0') {
         if (strcmp(s, "none") == 0)
             c->stack_depth = 0;
         else if (parse_uint(s, MEMTRACE_MAX_FRAMES, &v) == 0)
             c->stack_depth = (int)v;
         else
-            return bad("MEMTRACE_STACKS", s, "frames per stack, 0 to 128, or none");
+            return mt_ip_config_bad(MTX_ENV_STACKS, s, "frames per stack, 0 to 128, or none");
     }
 
-    s = getenv("MEMTRACE_FLUSH_MS");
+    s = getenv(MTX_ENV_FLUSH_MS);
     if (s != NULL && *s != '\0') {
         if (parse_uint(s, 3600000, &v) != 0 || v == 0)
-            return bad("MEMTRACE_FLUSH_MS", s, "milliseconds between flushes, 1 to 3600000");
+            return mt_ip_config_bad(MTX_ENV_FLUSH_MS, s,
+                                    "milliseconds between flushes, 1 to 3600000");
         c->flush_ms = (unsigned)v;
     }
 
-    s = getenv("MEMTRACE_MAX_ENTRIES");
+    s = getenv(MTX_ENV_MAX_ENTRIES);
     if (s != NULL && *s != '\0') {
         if (parse_uint(s, SIZE_MAX / 2, &v) != 0)
-            return bad("MEMTRACE_MAX_ENTRIES", s,
-                       "events kept in memory, a whole number; 0 for the default");
+            return mt_ip_config_bad(MTX_ENV_MAX_ENTRIES, s,
+                                    "events kept in memory, a whole number; 0 for the default");
         c->max_entries = (size_t)v;
     }
 
-    s = getenv("MEMTRACE_DUMP_SIGNAL");
+    s = getenv(MTX_ENV_DUMP_SIGNAL);
     if (s != NULL && *s != '\0') {
         int sig = parse_signal(s);
         if (sig < 0)
-            return bad("MEMTRACE_DUMP_SIGNAL", s,
-                       "a signal name or number such as USR2, SIGUSR2 or 12; not KILL or STOP");
+            return mt_ip_config_bad(
+                MTX_ENV_DUMP_SIGNAL, s,
+                "a signal name or number such as USR2, SIGUSR2 or 12; not KILL or STOP");
         c->dump_signal = sig;
     }
 
-    s = getenv("MEMTRACE_CACHING");
+    s = getenv(MTX_ENV_CACHING);
     if (s != NULL && *s != '\0') {
         if (strcmp(s, "0") == 0) {
             c->caching = 0;
         } else if (strcmp(s, "1") == 0) {
             c->caching = 1;
         } else {
-            return bad("MEMTRACE_CACHING", s, "0 or 1");
+            return mt_ip_config_bad(MTX_ENV_CACHING, s, "0 or 1");
         }
     }
-    s = getenv("MEMTRACE_ALLOC_CONF");
+    s = getenv(MTX_ENV_ALLOC_CONF);
     if (c->caching && s != NULL && *s != '\0') {
         /* Checked now: an allocator that cannot be created would leave every
          * allocation to the driver, one warning each. */
         struct memtrace_alloc_config_error err;
         if (memtrace_alloc_config_set_err(s, &err) != 0)
-            return bad("MEMTRACE_ALLOC_CONF", s, err.text);
+            return mt_ip_config_bad(MTX_ENV_ALLOC_CONF, s, err.text);
     }
 
-    s = getenv("MEMTRACE_SAMPLE_MS");
+    s = getenv(MTX_ENV_SAMPLE_MS);
     if (s != NULL && *s != '\0') {
         if (parse_uint(s, 3600000, &v) != 0)
-            return bad("MEMTRACE_SAMPLE_MS", s,
-                       "milliseconds between memory samples, 0 (off) to 3600000");
+            return mt_ip_config_bad(MTX_ENV_SAMPLE_MS, s,
+                                    "milliseconds between memory samples, 0 (off) to 3600000");
         c->sample_ms = (unsigned)v;
     }
 
-    s = getenv("MEMTRACE_ZE_ROUTE");
-    if (s != NULL && *s != '\0') {
-        c->ze_route = mt_ip_ze_route_parse(s);
-        if (c->ze_route < 0)
-            return bad("MEMTRACE_ZE_ROUTE", s, "auto, symbols or tracing");
-    }
     return 0;
-}
-
-int mt_ip_ze_route_parse(const char *s)
-{
-    static const char *const names[] = {"auto", "symbols", "tracing"};
-    for (size_t i = 0; i < MT_ARRAY_SIZE(names); i++)
-        if (strcmp(s, names[i]) == 0)
-            return (int)i;
-    return -1;
 }

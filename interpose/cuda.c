@@ -37,48 +37,10 @@
 #include <string.h>
 
 #include "caching.h"
-#include "internal.h"
+#include "cu.h"
+#include "interpose.h"
+#include "mtx/cuda_driver.h"
 #include "util.h"
-
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef void *CUstream;
-typedef void *CUcontext;
-typedef void *CUmemoryPool;
-typedef void *CUgraph;
-typedef void *CUgraphNode;
-
-#define CUDA_SUCCESS         0
-#define CUDA_ERROR_NOT_FOUND 500
-#define CU_STREAM_PER_THREAD 2ull
-
-/* Mirrors of the driver's structures, for the fields read here. */
-struct cu_location {
-    int type;
-    int id;
-};
-struct cu_alloc_prop {
-    int type;
-    int handle_types;
-    struct cu_location location;
-};
-struct cu_pool_props {
-    int alloc_type;
-    int handle_types;
-    struct cu_location location;
-    void *win32;
-    size_t max_size;
-    unsigned short usage;
-    unsigned char reserved[54];
-};
-struct cu_mem_alloc_node_params {
-    struct cu_pool_props pool_props;
-    const void *access_descs;
-    size_t access_desc_count;
-    size_t bytesize;
-    CUdeviceptr dptr;
-};
 
 #define CU_SYMBOLS(X)                                                                              \
     X(cuMemAlloc_v2)                                                                               \
@@ -173,7 +135,7 @@ static _Atomic(CUcontext) first_ctx;
 
 int mt_cu_current_device(void)
 {
-    CUresult (*get)(int *) = (CUresult(*)(int *))real(S_cuCtxGetDevice);
+    PFN_cuCtxGetDevice get = (PFN_cuCtxGetDevice)real(S_cuCtxGetDevice);
     int dev = 0;
     if (get == NULL || get(&dev) != CUDA_SUCCESS)
         return 0;
@@ -184,31 +146,32 @@ void mt_cu_note_context(void)
 {
     if (atomic_load_explicit(&first_ctx, memory_order_relaxed) != NULL)
         return;
-    CUresult (*get)(CUcontext *) = (CUresult(*)(CUcontext *))real(S_cuCtxGetCurrent);
+    PFN_cuCtxGetCurrent get = (PFN_cuCtxGetCurrent)real(S_cuCtxGetCurrent);
     CUcontext c = NULL;
     if (get != NULL && get(&c) == CUDA_SUCCESS && c != NULL)
         atomic_store(&first_ctx, c);
 }
 
-int mt_cu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
+static int mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
     static MT_TLS CUcontext bound;
     CUcontext c = atomic_load(&first_ctx);
     if (c == NULL)
         return -1;
     if (bound != c) {
-        CUresult (*set)(CUcontext) = (CUresult(*)(CUcontext))real(S_cuCtxSetCurrent);
+        PFN_cuCtxSetCurrent set = (PFN_cuCtxSetCurrent)real(S_cuCtxSetCurrent);
         if (set == NULL || set(c) != CUDA_SUCCESS)
             return -1;
         /* Relaxed: in the default (global) mode, a query from this thread while the
          * program captures a CUDA graph on another could invalidate the capture. */
-        CUresult (*mode)(int *) = (CUresult(*)(int *))real(S_cuThreadExchangeStreamCaptureMode);
-        int relaxed = 2; /* CU_STREAM_CAPTURE_MODE_RELAXED */
+        PFN_cuThreadExchangeStreamCaptureMode mode =
+            (PFN_cuThreadExchangeStreamCaptureMode)real(S_cuThreadExchangeStreamCaptureMode);
+        int relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
         if (mode != NULL)
             mode(&relaxed);
         bound = c;
     }
-    CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))real(S_cuMemGetInfo_v2);
+    PFN_cuMemGetInfo_v2 info = (PFN_cuMemGetInfo_v2)real(S_cuMemGetInfo_v2);
     size_t f = 0, t = 0;
     if (info == NULL || info(&f, &t) != CUDA_SUCCESS)
         return -1;
@@ -217,14 +180,9 @@ int mt_cu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
     return 0;
 }
 
-void mt_cu_atfork_child(void)
-{
-    atomic_store(&first_ctx, NULL);
-}
-
 void *mt_cu_ctx_get(void)
 {
-    CUresult (*get)(CUcontext *) = (CUresult(*)(CUcontext *))real(S_cuCtxGetCurrent);
+    PFN_cuCtxGetCurrent get = (PFN_cuCtxGetCurrent)real(S_cuCtxGetCurrent);
     CUcontext c = NULL;
     if (get == NULL || get(&c) != CUDA_SUCCESS)
         return NULL;
@@ -233,20 +191,20 @@ void *mt_cu_ctx_get(void)
 
 void mt_cu_ctx_set(void *ctx)
 {
-    CUresult (*set)(CUcontext) = (CUresult(*)(CUcontext))real(S_cuCtxSetCurrent);
+    PFN_cuCtxSetCurrent set = (PFN_cuCtxSetCurrent)real(S_cuCtxSetCurrent);
     if (set != NULL)
         set(ctx);
 }
 
 int mt_cu_stream_sync(void *s)
 {
-    CUresult (*sync)(CUstream) = (CUresult(*)(CUstream))real(S_cuStreamSynchronize);
+    PFN_cuStreamSynchronize sync = (PFN_cuStreamSynchronize)real(S_cuStreamSynchronize);
     return sync != NULL ? sync(s) : CUDA_ERROR_NOT_FOUND;
 }
 
 static inline uint64_t ptsz_stream(CUstream s)
 {
-    return s == NULL ? CU_STREAM_PER_THREAD : (uint64_t)(uintptr_t)s;
+    return (uint64_t)(uintptr_t)(s == NULL ? CU_STREAM_PER_THREAD : s);
 }
 
 static void record_alloc(const char *src, uint32_t *id, int device, uint64_t stream, uint64_t addr,
@@ -478,7 +436,7 @@ FREE_ASYNC(cuMemFreeAsync, LEGACY_STREAM)
 FREE_ASYNC(cuMemFreeAsync_ptsz, ptsz_stream)
 
 static CUresult cuMemCreate_w(CUmemGenericAllocationHandle *handle, size_t size,
-                              const struct cu_alloc_prop *prop, unsigned long long flags)
+                              const CUmemAllocationProp *prop, unsigned long long flags)
 {
     SRC(cuMemCreate);
     static uint32_t cat_id;
@@ -606,7 +564,7 @@ static CUresult cuMemGetInfo_v2_w(size_t *free_bytes, size_t *total_bytes)
 }
 
 static CUresult cuGraphAddMemAllocNode_w(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
-                                         size_t ndeps, struct cu_mem_alloc_node_params *params)
+                                         size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params)
 {
     SRC(cuGraphAddMemAllocNode);
     static uint32_t cat_id;
@@ -617,7 +575,7 @@ static CUresult cuGraphAddMemAllocNode_w(CUgraphNode *node, CUgraph graph, const
         return f(node, graph, deps, ndeps, params);
     CUresult r = f(node, graph, deps, ndeps, params);
     if (r == CUDA_SUCCESS && params != NULL)
-        mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_SEGMENT, params->pool_props.location.id, 0,
+        mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_SEGMENT, params->poolProps.location.id, 0,
                         params->dptr, params->bytesize, 0, src, &src_id, "graph", &cat_id);
     mt_ip_leave();
     return r;
@@ -653,8 +611,7 @@ void mt_cu_swap(void **pfn)
     }
 }
 
-static CUresult cuGetProcAddress_w(const char *symbol, void **pfn, int version,
-                                   unsigned long long flags)
+static CUresult cuGetProcAddress_w(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
     __typeof__(&cuGetProcAddress_w) f = REAL(cuGetProcAddress);
     if (f == NULL)
@@ -665,8 +622,8 @@ static CUresult cuGetProcAddress_w(const char *symbol, void **pfn, int version,
     return r;
 }
 
-static CUresult cuGetProcAddress_v2_w(const char *symbol, void **pfn, int version,
-                                      unsigned long long flags, int *status)
+static CUresult cuGetProcAddress_v2_w(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                      int *status)
 {
     __typeof__(&cuGetProcAddress_v2_w) f = REAL(cuGetProcAddress_v2);
     if (f == NULL)
@@ -680,6 +637,9 @@ static CUresult cuGetProcAddress_v2_w(const char *symbol, void **pfn, int versio
 /* The exported names: the same functions under the driver's names. */
 #define X_ALIAS(name) MT_EXPORT __typeof__(name##_w) name __attribute__((alias(#name "_w")));
 CU_SYMBOLS(X_ALIAS)
+/* Each wrapper has its driver function's exact type (mtx/cuda_driver.h). */
+#define X_SAME(name) _Static_assert(MT_CU_SAME_TYPE(name##_w, name), #name "_w");
+CU_SYMBOLS(X_SAME)
 
 #define X_WRAP(name) (void *)name##_w,
 static void *const sym_wrapper[S_WRAPPED] = {CU_SYMBOLS(X_WRAP)};
@@ -689,7 +649,7 @@ static void *wrapper_of(int i)
     return sym_wrapper[i];
 }
 
-void *mt_cu_unwrap(void *p)
+static void *unwrap(void *p)
 {
     for (int i = 0; p != NULL && i < S_WRAPPED; i++)
         if (p == sym_wrapper[i])
@@ -697,7 +657,7 @@ void *mt_cu_unwrap(void *p)
     return p;
 }
 
-void *mt_cu_hook(void *handle, const char *name, void *found)
+static void *hook(void *handle, const char *name, void *found)
 {
     for (int i = 0; i < S_WRAPPED; i++) {
         if (strcmp(name, sym_name[i]) != 0)
@@ -715,3 +675,54 @@ void *mt_cu_hook(void *handle, const char *name, void *found)
     }
     return NULL;
 }
+
+/* ---- the backend table ------------------------------------------------------------ */
+
+MT_IP_EARLY static void *dlsym_hook(void *handle, const char *name, void *found, const void *caller)
+{
+    if (name[0] != 'c' || name[1] != 'u')
+        return NULL;
+    if (mt_ip_from_library(caller)) {
+        /* The library is about to use a device: this process records from now on, as
+         * it would on its first wrapped call. */
+        if (mt_ip_enter())
+            mt_ip_leave();
+        return unwrap(found);
+    }
+    return hook(handle, name, found);
+}
+
+static void atfork_child(void)
+{
+    atomic_store(&first_ctx, NULL);
+}
+
+/* One counter for the device of the first context a wrapped call ran in. */
+static int sample(uint64_t rss)
+{
+    static uint32_t src_id;
+    uint64_t free_b = 0, total_b = 0;
+    if (mem_info(&free_b, &total_b) != 0)
+        return 0;
+    struct memtrace_event ev = {
+        .action = MEMTRACE_COUNTER,
+        .device = 0,
+        .addr = total_b - free_b,
+        .size = total_b,
+        .requested_size = rss,
+    };
+    if (src_id == 0)
+        src_id = memtrace_intern("sampler");
+    ev.source = src_id;
+    return memtrace_record_event(&ev) == 0;
+}
+
+/* The runtime's wrappers (cudart.c) and MEMTRACE_CACHING (caching.c) are exported
+ * symbols and helpers of the driver's: the core asks nothing of them, so the family
+ * has one table. */
+const struct mt_ip_backend mt_ip_cuda_backend = {
+    .name = "cuda",
+    .dlsym = dlsym_hook,
+    .atfork_child = atfork_child,
+    .sample = sample,
+};

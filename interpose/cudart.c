@@ -12,7 +12,8 @@
 #include <stdatomic.h>
 
 #include "caching.h"
-#include "internal.h"
+#include "cu.h"
+#include "interpose.h"
 #include "util.h"
 
 typedef int cudaError_t;

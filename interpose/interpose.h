@@ -1,4 +1,11 @@
-/* interpose.h: what the interposer's parts share (internal to libmemtrace_preload).
+/* interpose.h: the backend interface of libmemtrace_preload.so.
+ *
+ * An API family (the CUDA driver and runtime in cuda.c and cudart.c, Level Zero in
+ * ze*.c) is a backend: it wraps its family's allocation calls and reports them with
+ * the core's helpers below, and it gives the core one struct mt_ip_backend through
+ * which the core reaches it (the list is interpose/backends.c). A backend includes
+ * this header and its family's own header, never internal.h; the core (preload.c,
+ * sampler.c, config.c) knows backends only through the table.
  *
  * The preload library does nothing at load time beyond saving function pointers:
  * the recorder starts on the first device call a process makes (so children that
@@ -13,12 +20,44 @@
 #ifndef MEMTRACE_INTERPOSE_H
 #define MEMTRACE_INTERPOSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "memtrace.h"
 
+/* The interposed names, exported by the backends: exactly interpose/exports.txt. */
+#define MT_EXPORT __attribute__((visibility("default")))
+/* For a backend's dlsym hook: a sanitizer runtime resolves its interceptors through
+ * the exported dlsym before its shadow memory exists, so the hook must not be
+ * instrumented (what it calls for its own family's names runs later). */
+#define MT_IP_EARLY __attribute__((no_sanitize_address))
+
+/* One API family, as the core sees it. Every member but name may be NULL. */
+struct mt_ip_backend {
+    const char *name;
+    /* Reads the family's own MEMTRACE_* variables when recording starts: 0, or -1
+     * after mt_ip_config_bad() (recording stays off for the process). */
+    int (*config)(void);
+    /* A dlsym lookup of name in handle found found (NULL if nothing), asked from
+     * the return address caller: what to hand out instead (a wrapper, or the real
+     * function for libmemtrace.so's own lookups), or NULL to leave the answer as it
+     * is. Runs before anything else in the process may be initialised: declared
+     * MT_IP_EARLY, no libc beyond the dynamic linker's own calls, and fast for names
+     * of other families. */
+    void *(*dlsym)(void *handle, const char *name, void *found, const void *caller);
+    /* In a forked child: forgets what the parent's devices left. */
+    void (*atfork_child)(void);
+    /* From the helper thread: records a counter event per device of the family that
+     * the program used (requested_size = rss), returning how many it recorded. */
+    int (*sample)(uint64_t rss);
+};
+
 /* The dynamic linker's own dlsym, never the exported hook. */
 void *mt_real_dlsym(void *handle, const char *name);
+
+/* 1 if caller (a return address) lies in libmemtrace.so's text: its lookups get the
+ * real driver functions, since its allocator records its own segments. */
+int mt_ip_from_library(const void *caller);
 
 /* Re-entry guard: returns 1 (and marks this thread busy) if the caller should record,
  * 0 if this thread is already inside a wrapper or recording is disabled. Starts the
@@ -33,6 +72,17 @@ void mt_ip_leave(void);
 void mt_ip_record(int action, int device, uint64_t stream, uint64_t addr, uint64_t size,
                   uint64_t aux, const char *source, uint32_t *source_id);
 
+/* mt_ip_record with a category name (interned once through *category_id) and a
+ * requested size; the segment kind decides what the live-segment state shows. */
+enum mt_ip_kind {
+    MT_IP_SEGMENT = 0, /* memory: shown in the state */
+    MT_IP_PHYSICAL,    /* a physical handle (addr is the handle): tracked for sizes */
+    MT_IP_MAPPED,      /* a mapped range of reserved address space: shown, expandable */
+};
+void mt_ip_record_ex(int action, int kind, int device, uint64_t stream, uint64_t addr,
+                     uint64_t size, uint64_t aux, const char *source, uint32_t *source_id,
+                     const char *category, uint32_t *category_id);
+
 /* Configuration read from the environment (interpose/config.c), see docs. */
 struct mt_ip_config {
     char output[4096]; /* path pattern, %p %r %h expanded */
@@ -42,11 +92,16 @@ struct mt_ip_config {
     int dump_signal;    /* 0 = none */
     int caching;        /* route allocations through memtrace's caching allocator */
     unsigned sample_ms; /* device memory sampling period, 0 = off */
-    int ze_route;       /* MT_ZE_ROUTE_*: which Level Zero route records */
 };
 
-/* MEMTRACE_ZE_ROUTE: auto (both; the exported symbols win where they see the call),
- * symbols (exported loader symbols only), tracing (the loader's tracing layer only). */
-enum { MT_ZE_ROUTE_AUTO = 0, MT_ZE_ROUTE_SYMBOLS, MT_ZE_ROUTE_TRACING };
+/* The configuration read at start (valid once recording started). */
+const struct mt_ip_config *mt_ip_config(void);
+
+/* Writes the one line that says var=value is not valid and what is accepted, and
+ * that recording is off for the process. Returns -1. */
+int mt_ip_config_bad(const char *var, const char *value, const char *accepted);
+
+/* Last RSS the helper thread read, bytes (0 before the first sample). */
+uint64_t mt_sampler_rss(void);
 
 #endif

@@ -1,15 +1,17 @@
 # interpose: libmemtrace_preload.so, the LD_PRELOAD library `memtrace run` uses.
 # It links the shared libmemtrace so that a program using memtrace's allocator and
-# the preload share one recorder; util.c is compiled in as a hidden copy.
+# the preload share one recorder, and libmtx (libtrace/mtx/local.mk) as a hidden
+# copy of its own.
 pkglib_LTLIBRARIES = libmemtrace_preload.la
 libmemtrace_preload_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libmemtrace_preload_la_SOURCES = \
 	interpose/interpose.h interpose/internal.h interpose/caching.h interpose/segtab.h \
-	interpose/preload.c interpose/segtab.c interpose/config.c interpose/cuda.c interpose/cudart.c \
-	interpose/caching.c interpose/sampler.c libtrace/util.c
+	interpose/preload.c interpose/segtab.c interpose/config.c interpose/sampler.c \
+	interpose/backends.c interpose/cu.h interpose/cuda.c interpose/cudart.c \
+	interpose/caching.c
 libmemtrace_preload_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared \
 	-export-symbols $(srcdir)/interpose/exports.txt
-libmemtrace_preload_la_LIBADD = libmemtrace.la $(LIBS)
+libmemtrace_preload_la_LIBADD = libmemtrace.la libmtx.la $(LIBS)
 EXTRA_libmemtrace_preload_la_DEPENDENCIES = $(srcdir)/interpose/exports.txt
 EXTRA_DIST += interpose/exports.txt
 
@@ -88,7 +90,7 @@ noinst_LTLIBRARIES += libmemtrace_run.la
 libmemtrace_run_la_SOURCES = viewer/run.c
 libmemtrace_run_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/viewer \
 	-DMT_PKGLIBDIR='"$(pkglibdir)"'
-memtrace_LDADD += libmemtrace_run.la
+memtrace_LDADD += libmemtrace_run.la libmtx.la
 
 check_PROGRAMS += tests/interpose/run-t
 TESTS += tests/interpose/run-t

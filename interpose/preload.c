@@ -1,7 +1,7 @@
 /* preload.c: the core of libmemtrace_preload.so.
  *
  * Loading the library costs nothing: no constructor runs. The exported dlsym hook
- * hands out driver wrappers (interpose/cuda.c); the first wrapped device call in a
+ * asks each backend (interpose/backends.c) what to hand out; the first wrapped call in a
  * process reads the configuration, starts the recorder with a stream to the
  * expanded output path, the helper thread (counters and signal dumps), the state
  * provider for live segments, the exit and fork handlers. A forked child inherits
@@ -134,20 +134,13 @@ MT_EXPORT NO_ASAN void *dlsym(void *handle, const char *name)
 {
     const void *caller = __builtin_return_address(0);
     void *p = handle == RTLD_NEXT ? lookup_next(caller, name) : mt_real_dlsym(handle, name);
-    if (name[0] == 'c' && name[1] == 'u') {
-        if (mt_ip_from_library(caller)) {
-            /* The library is about to use a device: this process records from now
-             * on, as it would on its first wrapped call. */
-            if (mt_ip_enter())
-                mt_ip_leave();
-            return mt_cu_unwrap(p);
-        }
-        void *w = mt_cu_hook(handle, name, p);
+    for (const struct mt_ip_backend *const *b = mt_ip_backends; *b != NULL; b++) {
+        if ((*b)->dlsym == NULL)
+            continue;
+        void *w = (*b)->dlsym(handle, name, p, caller);
         if (w != NULL)
             return w;
     }
-    if (name[0] == 'z' && name[1] == 'e' && name[2] == 'l')
-        mt_ze_dlsym_seen(name, p);
     return p;
 }
 
@@ -261,20 +254,11 @@ static void atfork_child(void)
     pthread_mutex_init(&start_lock, NULL);
     mt_segtab_clear(&tab);
     mt_sampler_atfork_child();
-    mt_cu_atfork_child();
+    for (const struct mt_ip_backend *const *b = mt_ip_backends; *b != NULL; b++)
+        if ((*b)->atfork_child != NULL)
+            (*b)->atfork_child();
     owner = 0;
     atomic_store(&state, bad_config ? ST_OFF : ST_IDLE);
-}
-
-static void put_rank_meta(void)
-{
-    const char *rank = mt_ip_rank();
-    if (rank == NULL)
-        return;
-    for (const char *p = rank; *p; p++)
-        if (*p < '0' || *p > '9' || p - rank > 9)
-            return;
-    memtrace_meta_set("rank", rank);
 }
 
 static int do_start(void)
@@ -283,6 +267,11 @@ static int do_start(void)
         bad_config = 1;
         return ST_OFF;
     }
+    for (const struct mt_ip_backend *const *b = mt_ip_backends; *b != NULL; b++)
+        if ((*b)->config != NULL && (*b)->config() != 0) {
+            bad_config = 1;
+            return ST_OFF;
+        }
     if (!memtrace_is_recording()) {
         struct memtrace_options o;
         memtrace_options_init(&o);
@@ -300,7 +289,6 @@ static int do_start(void)
             return ST_OFF;
         }
         owner = 1;
-        put_rank_meta();
         memtrace_meta_set("recorded_by", "\"preload\"");
     }
     if (!once_done) {

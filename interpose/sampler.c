@@ -59,16 +59,17 @@ static void sample(void)
     static uint32_t src_id;
     uint64_t rss = read_rss();
     atomic_store_explicit(&last_rss, rss, memory_order_relaxed);
-    uint64_t free_b = 0, total_b = 0;
-    int have = mt_cu_mem_info(&free_b, &total_b) == 0;
-    /* Level Zero devices get one counter each; the figureless one only if none did. */
-    if (mt_ze_sample(rss) > 0 && !have)
+    /* Each family records a counter per device it has figures for; RSS alone goes
+     * in a figureless one only if none did. */
+    int recorded = 0;
+    for (const struct mt_ip_backend *const *b = mt_ip_backends; *b != NULL; b++)
+        if ((*b)->sample != NULL)
+            recorded += (*b)->sample(rss);
+    if (recorded > 0)
         return;
     struct memtrace_event ev = {
         .action = MEMTRACE_COUNTER,
-        .device = have ? 0 : -1,
-        .addr = have ? total_b - free_b : 0,
-        .size = have ? total_b : 0,
+        .device = -1,
         .requested_size = rss,
     };
     if (src_id == 0)

@@ -27,8 +27,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "internal.h"
+#include "interpose.h"
+#include "mtx/env.h"
 #include "util.h"
 #include "ze.h"
 
@@ -286,7 +289,7 @@ static int enter(void)
 {
     if (!mt_ip_enter())
         return 0;
-    if (mt_ip_config()->ze_route != MT_ZE_ROUTE_TRACING)
+    if (mt_ze_route() != MT_ZE_ROUTE_TRACING)
         return 1;
     static atomic_int warned;
     if (!mt_ze_tracing_registered() && !atomic_exchange(&warned, 1))
@@ -516,3 +519,50 @@ MT_EXPORT ze_result_t zePhysicalMemDestroy(ze_handle ctx, ze_handle phys)
     mt_ip_leave();
     return r;
 }
+
+/* ---- the backend table ------------------------------------------------------------ */
+
+static int route;
+
+int mt_ze_route_parse(const char *s)
+{
+    static const char *const names[] = {"auto", "symbols", "tracing"};
+    for (size_t i = 0; i < MT_ARRAY_SIZE(names); i++)
+        if (strcmp(s, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+int mt_ze_route(void)
+{
+    return route;
+}
+
+static int config(void)
+{
+    const char *s = getenv(MTX_ENV_ZE_ROUTE);
+    route = MT_ZE_ROUTE_AUTO;
+    if (s != NULL && *s != '\0') {
+        route = mt_ze_route_parse(s);
+        if (route < 0) {
+            route = MT_ZE_ROUTE_AUTO;
+            return mt_ip_config_bad(MTX_ENV_ZE_ROUTE, s, "auto, symbols or tracing");
+        }
+    }
+    return 0;
+}
+
+MT_IP_EARLY static void *dlsym_hook(void *handle, const char *name, void *found, const void *caller)
+{
+    (void)handle, (void)caller;
+    if (name[0] == 'z' && name[1] == 'e' && name[2] == 'l')
+        mt_ze_dlsym_seen(name, found);
+    return NULL;
+}
+
+const struct mt_ip_backend mt_ip_ze_backend = {
+    .name = "level zero",
+    .config = config,
+    .dlsym = dlsym_hook,
+    .sample = mt_ze_sample,
+};

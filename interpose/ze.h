@@ -39,6 +39,20 @@ void mt_ze_forget(const void *addr);
 void mt_ze_phys_note(ze_handle h, int dev);
 int mt_ze_phys_device(ze_handle h, int forget);
 
+/* MEMTRACE_ZE_ROUTE: auto (both; the exported symbols win where they see the call),
+ * symbols (exported loader symbols only), tracing (the loader's tracing layer only). */
+enum { MT_ZE_ROUTE_AUTO = 0, MT_ZE_ROUTE_SYMBOLS, MT_ZE_ROUTE_TRACING };
+/* MT_ZE_ROUTE_* for a MEMTRACE_ZE_ROUTE value, or -1. */
+int mt_ze_route_parse(const char *s);
+/* The route read when recording started (ze.c). */
+int mt_ze_route(void);
+
+/* The dlsym hook's view of every lookup of a "zel" name and what it found (the
+ * loader looking up the tracing layer's entry points, ze_trace.c). */
+void mt_ze_dlsym_seen(const char *name, void *found);
+/* Records one counter per device the program used (ze_sysman.c); how many. */
+int mt_ze_sample(uint64_t rss);
+
 /* 1 once a tracer is registered with the loader's tracing layer (ze_trace.c). */
 int mt_ze_tracing_registered(void);
 

@@ -1,7 +1,12 @@
 # interpose/ze.mk: the Level Zero wrappers of the preload library and their test.
+# Without Level Zero (--without-level-zero, or no loader found) the family is not
+# built, and interpose/backends.c leaves its table out of the list.
+if HAVE_LEVEL_ZERO
 libmemtrace_preload_la_SOURCES += interpose/ze.c interpose/ze.h interpose/ze_trace.c \
 	interpose/ze_sysman.c
-EXTRA_DIST += interpose/ze.mk
+endif
+EXTRA_DIST += interpose/ze.mk interpose/ze.c interpose/ze.h interpose/ze_trace.c \
+	interpose/ze_sysman.c
 
 check_PROGRAMS += tests/interpose/ze-t
 TESTS += tests/interpose/ze-t

@@ -11,7 +11,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "interpose.h"
 #include "util.h"
 #include "ze.h"
 

@@ -22,7 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "interpose.h"
+#include "mtx/env.h"
 #include "util.h"
 #include "ze.h"
 
@@ -186,7 +187,7 @@ static int enter(void)
 {
     if (!mt_ip_enter())
         return 0; /* inside an exported-symbol wrapper (it records), or off */
-    if (mt_ip_config()->ze_route != MT_ZE_ROUTE_SYMBOLS)
+    if (mt_ze_route() != MT_ZE_ROUTE_SYMBOLS)
         return 1;
     mt_ip_leave();
     return 0;
@@ -360,8 +361,8 @@ void mt_ze_dlsym_seen(const char *name, void *found)
     base = base != NULL ? base + 1 : info.dli_fname;
     if (strncmp(base, "libze_tracing_layer", 19) != 0)
         return; /* the loader's own forwarding copy */
-    const char *route = getenv("MEMTRACE_ZE_ROUTE");
-    if (route != NULL && *route != '\0' && mt_ip_ze_route_parse(route) == MT_ZE_ROUTE_SYMBOLS)
+    const char *route = getenv(MTX_ENV_ZE_ROUTE);
+    if (route != NULL && *route != '\0' && mt_ze_route_parse(route) == MT_ZE_ROUTE_SYMBOLS)
         return;
     if (atomic_exchange(&registered, 1))
         return;

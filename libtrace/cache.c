@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cache_impl.h"
+#include "mtx/pattern.h"
 #include "recorder.h"
 
 #define DESC_CHUNK    (64 * 1024)
@@ -744,20 +745,14 @@ static int alloc_locked(struct memtrace_allocator *a, uint64_t req, uint64_t str
 
 static void expand_path(char *out, size_t size, const char *pattern, int device)
 {
-    size_t n = 0;
-    for (const char *p = pattern; *p && n + 1 < size; p++) {
-        if (p[0] == '%' && (p[1] == 'p' || p[1] == 'd' || p[1] == 'n')) {
-            unsigned long long v = p[1] == 'p'   ? (unsigned long long)getpid()
-                                   : p[1] == 'd' ? (unsigned long long)device
-                                                 : (unsigned long long)__atomic_fetch_add(
-                                                       &oom_dump_counter, 1, __ATOMIC_RELAXED);
-            n += mt_format(out + n, size - n, "%llu", v);
-            p++;
-        } else {
-            out[n++] = *p;
-        }
-    }
-    out[n < size ? n : size - 1] = 0;
+    char pid[24], dev[24], count[24] = "";
+    mt_format(pid, sizeof pid, "%d", (int)getpid());
+    mt_format(dev, sizeof dev, "%d", device);
+    if (strstr(pattern, "%n") != NULL)
+        mt_format(count, sizeof count, "%u",
+                  (unsigned)__atomic_fetch_add(&oom_dump_counter, 1, __ATOMIC_RELAXED));
+    const struct mtx_pattern_var vars[] = {{'p', pid}, {'d', dev}, {'n', count}};
+    mtx_pattern_expand(out, size, pattern, vars, MT_ARRAY_SIZE(vars), 0);
 }
 
 static void report_oom(struct memtrace_allocator *a, struct oom_info *oom)

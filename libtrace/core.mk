@@ -3,14 +3,13 @@
 noinst_LTLIBRARIES += libmemtrace_core.la
 libmemtrace_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
 libmemtrace_core_la_SOURCES = \
-	libtrace/util.c libtrace/util.h \
 	libtrace/recorder.c libtrace/recorder.h libtrace/recorder_impl.h \
 	libtrace/recorder_ring.c libtrace/recorder_meta.c libtrace/recorder_frames.c \
 	libtrace/recorder_state.c libtrace/recorder_stream.c libtrace/recorder_dump.c \
 	libtrace/strtab.c libtrace/strtab.h \
 	libtrace/stack.c libtrace/stack.h \
 	libtrace/symbolize.c libtrace/symbolize.h
-libmemtrace_core_la_LIBADD = $(MEMTRACE_DEPLIBS)
+libmemtrace_core_la_LIBADD = libmtx.la $(MEMTRACE_DEPLIBS)
 
 lib_LTLIBRARIES += libmemtrace.la
 libmemtrace_la_SOURCES =

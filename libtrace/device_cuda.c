@@ -1,8 +1,8 @@
 /* device_cuda.c: the CUDA backend, through the driver API.
  *
  * libcuda.so.1 is opened with dlopen on the first open of a "cuda" device (never
- * in a constructor: processes that never touch a device pay nothing), and the
- * handful of types below are declared here so memtrace builds without CUDA.
+ * in a constructor: processes that never touch a device pay nothing); the driver
+ * types come from mtx/cuda_driver.h, so memtrace builds without CUDA.
  * Every call first makes the device's primary context current on the calling
  * thread, so any thread may use the device. Kernels are host functions run with
  * cuLaunchHostFunc: in stream order, and like every host function they must not
@@ -14,87 +14,40 @@
 #include <string.h>
 
 #include "device_impl.h"
+#include "mtx/cuda_driver.h"
 #include "util.h"
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef void (*CUhostFn)(void *user_data);
-
-enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_NO_DEVICE = 100,
-    CUDA_ERROR_INVALID_DEVICE = 101,
-    CUDA_ERROR_NOT_READY = 600,
-    CUDA_ERROR_NOT_SUPPORTED = 801,
-};
-
-enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2 };
-enum { CU_MEM_ALLOCATION_TYPE_PINNED = 1, CU_MEM_LOCATION_TYPE_DEVICE = 1 };
-enum { CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3, CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0 };
-
-typedef struct {
-    int type; /* CUmemLocationType */
-    int id;
-} CUmemLocation;
-
-typedef struct {
-    int type;                 /* CUmemAllocationType */
-    int requestedHandleTypes; /* CUmemAllocationHandleType */
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct {
-        unsigned char compressionType;
-        unsigned char gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} CUmemAllocationProp;
-
-typedef struct {
-    CUmemLocation location;
-    int flags; /* CUmemAccess_flags */
-} CUmemAccessDesc;
-
 static struct {
-    CUresult (*Init)(unsigned);
-    CUresult (*DeviceGetCount)(int *);
-    CUresult (*DeviceGet)(CUdevice *, int);
-    CUresult (*DeviceGetName)(char *, int, CUdevice);
-    CUresult (*DeviceTotalMem)(size_t *, CUdevice);
-    CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*PrimaryCtxRelease)(CUdevice);
-    CUresult (*CtxSetCurrent)(CUcontext);
-    CUresult (*CtxSynchronize)(void);
-    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*MemFree)(CUdeviceptr);
-    CUresult (*MemGetInfo)(size_t *, size_t *);
-    CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-    CUresult (*MemAddressFree)(CUdeviceptr, size_t);
-    CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                          unsigned long long);
-    CUresult (*MemRelease)(CUmemGenericAllocationHandle);
-    CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-                       unsigned long long);
-    CUresult (*MemUnmap)(CUdeviceptr, size_t);
-    CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
-    CUresult (*StreamCreate)(CUstream *, unsigned);
-    CUresult (*StreamDestroy)(CUstream);
-    CUresult (*StreamSynchronize)(CUstream);
-    CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void *);
-    CUresult (*EventCreate)(CUevent *, unsigned);
-    CUresult (*EventRecord)(CUevent, CUstream);
-    CUresult (*EventQuery)(CUevent);
-    CUresult (*EventSynchronize)(CUevent);
-    CUresult (*EventDestroy)(CUevent);
-    CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+    PFN_cuInit Init;
+    PFN_cuDeviceGetCount DeviceGetCount;
+    PFN_cuDeviceGet DeviceGet;
+    PFN_cuDeviceGetName DeviceGetName;
+    PFN_cuDeviceTotalMem_v2 DeviceTotalMem;
+    PFN_cuDevicePrimaryCtxRetain PrimaryCtxRetain;
+    PFN_cuDevicePrimaryCtxRelease PrimaryCtxRelease;
+    PFN_cuCtxSetCurrent CtxSetCurrent;
+    PFN_cuCtxSynchronize CtxSynchronize;
+    PFN_cuMemAlloc_v2 MemAlloc;
+    PFN_cuMemFree_v2 MemFree;
+    PFN_cuMemGetInfo_v2 MemGetInfo;
+    PFN_cuMemAddressReserve MemAddressReserve;
+    PFN_cuMemAddressFree MemAddressFree;
+    PFN_cuMemCreate MemCreate;
+    PFN_cuMemRelease MemRelease;
+    PFN_cuMemMap MemMap;
+    PFN_cuMemUnmap MemUnmap;
+    PFN_cuMemSetAccess MemSetAccess;
+    PFN_cuMemGetAllocationGranularity MemGetAllocationGranularity;
+    PFN_cuStreamCreate StreamCreate;
+    PFN_cuStreamDestroy_v2 StreamDestroy;
+    PFN_cuStreamSynchronize StreamSynchronize;
+    PFN_cuLaunchHostFunc LaunchHostFunc;
+    PFN_cuEventCreate EventCreate;
+    PFN_cuEventRecord EventRecord;
+    PFN_cuEventQuery EventQuery;
+    PFN_cuEventSynchronize EventSynchronize;
+    PFN_cuEventDestroy_v2 EventDestroy;
+    PFN_cuStreamWaitEvent StreamWaitEvent;
 } cu;
 
 static pthread_mutex_t cuda_load_lock = PTHREAD_MUTEX_INITIALIZER;

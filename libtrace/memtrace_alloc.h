@@ -23,7 +23,7 @@
  *   expandable_segments:True|False  grow one reserved virtual range per stream/pool
  *   oom_snapshot:PATH               on out-of-memory, write a snapshot to PATH; "%p"
  *                                   in PATH becomes the pid, "%d" the device, "%n" a
- *                                   counter
+ *                                   counter, "%%" a percent sign
  *   release_lock_on_cudamalloc:B    accepted for compatibility; no effect (the
  *                                   device calls are short on every backend)
  *   pinned_use_cuda_host_register:B accepted for compatibility; no effect (memtrace

@@ -8,6 +8,7 @@
 #include "recorder_impl.h"
 
 #include "memtrace.h"
+#include "mtx/rank.h"
 #include "util.h"
 
 #include <jansson.h>
@@ -39,20 +40,11 @@ static json_t *argv_json(void)
     return arr;
 }
 
+/* The rank that the preload's %r also names (mtx/rank.h). */
 static json_t *rank_json(void)
 {
-    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
-                                       "LOCAL_RANK"};
-    for (size_t i = 0; i < MT_ARRAY_SIZE(vars); i++) {
-        const char *v = getenv(vars[i]);
-        char *end;
-        if (v != NULL && *v != '\0') {
-            long r = strtol(v, &end, 10);
-            if (*end == '\0' && r >= 0)
-                return json_integer(r);
-        }
-    }
-    return json_null();
+    long r = mtx_rank();
+    return r >= 0 ? json_integer(r) : json_null();
 }
 
 static const char *context_name(int c)

@@ -26,12 +26,26 @@
  * Every event reads it, so the common case is inline: the newest TSC segment's map,
  * published like a seqlock, is loaded before the TSC is read, so that those loads run
  * beside the rdtsc instead of after it. A tick outside that segment, or any clock
- * other than the TSC, takes mt_now_ns_slow. */
+ * other than the TSC, takes mt_now_ns_slow.
+ *
+ * rdtsc is not ordered with the caller's memory accesses: the CPU may run it before
+ * a lock acquisition that precedes it, so a thread that takes a lock right after
+ * another thread read the clock can read an earlier tick. Every value therefore
+ * passes through a floor, the largest value returned so far, which is what makes
+ * "across threads" true. It costs a load and, while time advances, a compare-and-swap
+ * that depends on the rdtsc's result and runs in its shadow (util.c). */
 struct mt_clock_fast {
     _Atomic uint64_t seq;                  /* odd while written, or before any segment */
     _Atomic uint64_t tsc0, len, ns0, mult; /* ns = ns0 + (tsc - tsc0) * mult / 2^32 */
 };
 extern struct mt_clock_fast mt_clock_fast;
+/* Written by every read that moves the clock on: a cache line of its own, so that
+ * the fast map stays shared and clean in every reader's cache. */
+struct mt_clock_floor {
+    _Alignas(64) _Atomic uint64_t ns;
+    char pad[64 - sizeof(uint64_t)];
+};
+extern struct mt_clock_floor mt_clock_floor;
 uint64_t mt_now_ns_slow(void);
 
 static inline uint64_t mt_tsc_read(void)
@@ -43,7 +57,8 @@ static inline uint64_t mt_tsc_read(void)
 #endif
 }
 
-static inline uint64_t mt_now_ns(void)
+/* The clock's value before the floor: monotonic within one thread. */
+static inline uint64_t mt_now_ns_unfloored(void)
 {
     struct mt_clock_fast *f = &mt_clock_fast;
     uint64_t seq = atomic_load_explicit(&f->seq, memory_order_acquire);
@@ -58,11 +73,27 @@ static inline uint64_t mt_now_ns(void)
         return ns0 + (uint64_t)(((unsigned __int128)(t - tsc0) * mult) >> 32);
     return mt_now_ns_slow();
 }
+
+static inline uint64_t mt_now_ns(void)
+{
+    uint64_t v = mt_now_ns_unfloored();
+    /* A read that happened before this one (through any lock or atomic of the
+     * caller's) left at least its value here; the max is kept with a CAS so that two
+     * racing readers cannot lower it. Relaxed is enough: the caller's own
+     * synchronization orders the floor's store before this load. */
+    uint64_t floor = atomic_load_explicit(&mt_clock_floor.ns, memory_order_relaxed);
+    while (v > floor)
+        if (atomic_compare_exchange_weak_explicit(&mt_clock_floor.ns, &floor, v,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return v;
+    return floor;
+}
 /* 1 when mt_now_ns reads the TSC. */
 int mt_clock_is_tsc(void);
 /* Tests only, with no other thread reading the clock: restarts the TSC clock with
- * segments of 2^seg_shift ticks and a first slope off by skew_ppm. 0, or -1 when the
- * TSC clock is not in use or seg_shift is outside 12..32. */
+ * segments of 2^seg_shift ticks and a first slope off by skew_ppm, and clears the
+ * floor (so the clock may go back across a restart). 0, or -1 when the TSC clock is
+ * not in use or seg_shift is outside 12..32. */
 int mt_clock_test_restart(unsigned seg_shift, int skew_ppm);
 /* CLOCK_REALTIME in nanoseconds. */
 uint64_t mt_wall_ns(void);

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "mtx/env.h"
+#include "mtx/pattern.h"
 
 #ifndef MT_PKGLIBDIR
 #define MT_PKGLIBDIR "/usr/local/lib/memtrace"
@@ -27,7 +29,7 @@ static int caching;
 static const struct mt_opt run_opts[] = {
     MT_OPTION_STRING('o', "output", &output, "PATTERN",
                      "output path; %p is the pid, %r the rank, %h the host, %% a percent sign "
-                     "(default memtrace-%p.memtrace, one file per process)"),
+                     "(default " MTX_DEFAULT_OUTPUT ", one file per process)"),
     MT_OPTION_STRING(0, "stacks", &stacks, "N|none",
                      "frames per stack, 0 to 128, or none (default 32)"),
     MT_OPTION_INT(0, "flush-ms", &flush_ms, "N", 1, 3600000,
@@ -74,7 +76,7 @@ static int readable(const char *path)
 
 static int find_preload(char *out, size_t size)
 {
-    const char *env = getenv("MEMTRACE_PRELOAD");
+    const char *env = getenv(MTX_ENV_PRELOAD);
     if (env != NULL && *env != '\0') {
         snprintf(out, size, "%s", env);
         return readable(out) ? 0 : -1;
@@ -98,30 +100,6 @@ static int find_preload(char *out, size_t size)
     }
     snprintf(out, size, "%s/%s", MT_PKGLIBDIR, PRELOAD_NAME);
     return readable(out) ? 0 : -1;
-}
-
-/* The output pattern as a glob: any pid and rank, this host. */
-static void pattern_glob(const char *pat, char *out, size_t size)
-{
-    size_t n = 0;
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    for (const char *p = pat; *p && n + 1 < size; p++) {
-        const char *add = NULL;
-        char one[2] = {*p, '\0'};
-        if (*p == '%' && p[1] != '\0') {
-            p++;
-            add = *p == 'p' || *p == 'r' ? "*" : *p == 'h' ? host : *p == '%' ? "%" : "";
-        } else {
-            add = one;
-        }
-        size_t len = strlen(add);
-        if (n + len + 1 >= size)
-            break;
-        memcpy(out + n, add, len);
-        n += len;
-    }
-    out[n] = '\0';
 }
 
 /* One line per file, with the figures `memtrace summary` would give. */
@@ -164,8 +142,8 @@ int mt_cmd_run(int argc, char **argv)
 
     char preload[4096];
     if (find_preload(preload, sizeof preload) != 0) {
-        mt_error("cannot find %s (looked next to this program and in %s); set MEMTRACE_PRELOAD "
-                 "to its path",
+        mt_error("cannot find %s (looked next to this program and in %s); set " MTX_ENV_PRELOAD
+                 " to its path",
                  PRELOAD_NAME, MT_PKGLIBDIR);
         return MT_EXIT_FAIL;
     }
@@ -190,19 +168,19 @@ int mt_cmd_run(int argc, char **argv)
     setenv("LD_PRELOAD", ld, 1);
     free(ld);
     if (output != NULL)
-        setenv("MEMTRACE_OUTPUT", output, 1);
+        setenv(MTX_ENV_OUTPUT, output, 1);
     if (stacks != NULL)
-        setenv("MEMTRACE_STACKS", stacks, 1);
+        setenv(MTX_ENV_STACKS, stacks, 1);
     if (flush[0])
-        setenv("MEMTRACE_FLUSH_MS", flush, 1);
+        setenv(MTX_ENV_FLUSH_MS, flush, 1);
     if (caching)
-        setenv("MEMTRACE_CACHING", "1", 1);
+        setenv(MTX_ENV_CACHING, "1", 1);
     /* Level Zero drivers answer sysman queries (the sampler's device memory figures)
      * only if this is set before the program's zeInit. */
     setenv("ZES_ENABLE_SYSMAN", "1", 0);
-    const char *pattern = getenv("MEMTRACE_OUTPUT");
+    const char *pattern = getenv(MTX_ENV_OUTPUT);
     if (pattern == NULL || *pattern == '\0')
-        pattern = "memtrace-%p.memtrace";
+        pattern = MTX_DEFAULT_OUTPUT;
 
     time_t started = time(NULL);
     fflush(NULL);
@@ -233,7 +211,7 @@ int mt_cmd_run(int argc, char **argv)
 
     char g[8192];
     glob_t gl;
-    pattern_glob(pattern, g, sizeof g);
+    mtx_output_glob(g, sizeof g, pattern);
     if (glob(g, 0, NULL, &gl) == 0) {
         for (size_t i = 0; i < gl.gl_pathc; i++) {
             struct stat sb;

@@ -38,85 +38,11 @@
 #include <unistd.h>
 
 #include "fake_mem.h"
+#include "mtx/cuda_driver.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned int CUdeviceptr_v1;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef uint64_t cuuint64_t;
-typedef struct fc_ctx *CUcontext;
-typedef struct fc_stream *CUstream;
-typedef struct fc_event *CUevent;
-typedef struct fc_pool *CUmemoryPool;
-typedef struct fc_graph *CUgraph;
-typedef struct fc_node *CUgraphNode;
-typedef void (*CUhostFn)(void *userData);
-
-typedef struct {
-    int type;
-    int id;
-} CUmemLocation;
-
-typedef struct {
-    int type;
-    int requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    unsigned char allocFlags[8];
-} CUmemAllocationProp;
-
-typedef struct {
-    CUmemLocation location;
-    int flags;
-} CUmemAccessDesc;
-
-typedef struct {
-    int allocType;
-    int handleTypes;
-    CUmemLocation location;
-    void *win32SecurityAttributes;
-    size_t maxSize;
-    unsigned short usage;
-    unsigned char reserved[54];
-} CUmemPoolProps;
-
-typedef struct {
-    CUmemPoolProps poolProps;
-    const CUmemAccessDesc *accessDescs;
-    size_t accessDescCount;
-    size_t bytesize;
-    CUdeviceptr dptr;
-} CUDA_MEM_ALLOC_NODE_PARAMS;
-
-_Static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps layout");
-_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
-
-enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_NOT_INITIALIZED = 3,
-    CUDA_ERROR_NO_DEVICE = 100,
-    CUDA_ERROR_INVALID_DEVICE = 101,
-    CUDA_ERROR_INVALID_CONTEXT = 201,
-    CUDA_ERROR_INVALID_HANDLE = 400,
-    CUDA_ERROR_NOT_FOUND = 500,
-    CUDA_ERROR_NOT_READY = 600,
-    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
-    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
-    CUDA_ERROR_NOT_SUPPORTED = 801,
-    CUDA_ERROR_UNKNOWN = 999,
-};
-
-enum { CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2 };
-enum {
-    CU_GET_PROC_ADDRESS_SUCCESS = 0,
-    CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
-    CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
-};
+typedef unsigned int CUdeviceptr_v1; /* the old 32-bit ABI */
 
 #define FC_MAX_DEVICES   8
 #define FC_ALIGN         512ULL
@@ -267,13 +193,13 @@ static struct fake_table fc_allocs, fc_reserves, fc_maps;
 #define FC_MAGIC_PHYS   0x50485953u
 #define FC_MAGIC_GRAPH  0x47524150u
 
-struct fc_ctx {
+struct CUctx_st {
     unsigned magic;
     int dev;
     int refs;
 };
 
-struct fc_pool {
+struct CUmemPoolHandle_st {
     unsigned magic;
     int dev;
 };
@@ -281,16 +207,16 @@ struct fc_pool {
 struct fc_device {
     struct fake_arena arena;
     uint64_t capacity, used;
-    struct fc_ctx primary;
-    struct fc_pool pool;
+    struct CUctx_st primary;
+    struct CUmemPoolHandle_st pool;
 };
 
-struct fc_stream {
+struct CUstream_st {
     unsigned magic;
     int dev;
 };
 
-struct fc_event {
+struct CUevent_st {
     unsigned magic;
     int recorded;
 };
@@ -304,14 +230,14 @@ struct fc_phys {
     unsigned maps;
 };
 
-struct fc_node {
-    struct fc_node *next;
+struct CUgraphNode_st {
+    struct CUgraphNode_st *next;
     CUdeviceptr free_at_destroy;
 };
 
-struct fc_graph {
+struct CUgraph_st {
     unsigned magic;
-    struct fc_node *nodes;
+    struct CUgraphNode_st *nodes;
 };
 
 static pthread_mutex_t fc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -323,7 +249,7 @@ static atomic_int fc_initialized;
 static int fc_ndevices;
 static struct fc_device fc_devices[FC_MAX_DEVICES];
 static struct fake_arena fc_host, fc_va, fc_v1;
-static __thread struct fc_ctx *fc_current;
+static __thread struct CUctx_st *fc_current;
 
 static uint64_t env_bytes(const char *name, uint64_t def)
 {
@@ -371,8 +297,8 @@ static CUresult setup_locked(void)
                            PROT_READ | PROT_WRITE) != 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         dv->capacity = capacity;
-        dv->primary = (struct fc_ctx){FC_MAGIC_CTX, d, 0};
-        dv->pool = (struct fc_pool){FC_MAGIC_POOL, d};
+        dv->primary = (struct CUctx_st){FC_MAGIC_CTX, d, 0};
+        dv->pool = (struct CUmemPoolHandle_st){FC_MAGIC_POOL, d};
     }
     if (fake_arena_map(&fc_host, FC_HOST_BASE, FC_HOST_SIZE, PROT_READ | PROT_WRITE) != 0 ||
         fake_arena_map(&fc_va, FC_VA_BASE, FC_VA_SIZE, PROT_NONE) != 0 ||
@@ -1353,10 +1279,10 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (!fc_current)
         return CUDA_ERROR_INVALID_CONTEXT;
-    struct fc_stream *s = malloc(sizeof *s);
+    struct CUstream_st *s = malloc(sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *s = (struct fc_stream){FC_MAGIC_STREAM, fc_current->dev};
+    *s = (struct CUstream_st){FC_MAGIC_STREAM, fc_current->dev};
     *ps = s;
     return CUDA_SUCCESS;
 }
@@ -1436,10 +1362,10 @@ EXPORT CUresult cuEventCreate(CUevent *pe, unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (!fc_current)
         return CUDA_ERROR_INVALID_CONTEXT;
-    struct fc_event *e = malloc(sizeof *e);
+    struct CUevent_st *e = malloc(sizeof *e);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *e = (struct fc_event){FC_MAGIC_EVENT, 0};
+    *e = (struct CUevent_st){FC_MAGIC_EVENT, 0};
     *pe = e;
     return CUDA_SUCCESS;
 }
@@ -1538,7 +1464,7 @@ EXPORT CUresult cuGraphCreate(CUgraph *pg, unsigned int flags)
     REQUIRE_INIT();
     if (!pg || flags)
         return CUDA_ERROR_INVALID_VALUE;
-    struct fc_graph *g = calloc(1, sizeof *g);
+    struct CUgraph_st *g = calloc(1, sizeof *g);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g->magic = FC_MAGIC_GRAPH;
@@ -1552,7 +1478,7 @@ EXPORT CUresult cuGraphDestroy(CUgraph g)
     REQUIRE_INIT();
     if (!g || g->magic != FC_MAGIC_GRAPH)
         return CUDA_ERROR_INVALID_VALUE;
-    for (struct fc_node *n = g->nodes, *next; n; n = next) {
+    for (struct CUgraphNode_st *n = g->nodes, *next; n; n = next) {
         next = n->next;
         if (n->free_at_destroy)
             free_device(n->free_at_destroy, 0);
@@ -1565,7 +1491,7 @@ EXPORT CUresult cuGraphDestroy(CUgraph g)
 
 static CUresult add_node(CUgraph g, CUgraphNode *pn, CUdeviceptr free_at_destroy)
 {
-    struct fc_node *n = calloc(1, sizeof *n);
+    struct CUgraphNode_st *n = calloc(1, sizeof *n);
     if (!n)
         return CUDA_ERROR_OUT_OF_MEMORY;
     n->free_at_destroy = free_at_destroy;
@@ -1859,3 +1785,56 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
     HIT(cuGetProcAddress_v2);
     return proc_lookup(symbol, pfn, version, flags, status);
 }
+
+/* Each driver function of mtx/cuda_driver.h has the type the header gives it. */
+#define FC_SAME(name) _Static_assert(MT_CU_SAME_TYPE(name, name), #name);
+FC_SAME(cuInit)
+FC_SAME(cuDeviceGetCount)
+FC_SAME(cuDeviceGet)
+FC_SAME(cuDeviceGetName)
+FC_SAME(cuDeviceTotalMem_v2)
+FC_SAME(cuDevicePrimaryCtxRetain)
+FC_SAME(cuDevicePrimaryCtxRelease)
+FC_SAME(cuCtxGetDevice)
+FC_SAME(cuCtxGetCurrent)
+FC_SAME(cuCtxSetCurrent)
+FC_SAME(cuCtxSynchronize)
+FC_SAME(cuThreadExchangeStreamCaptureMode)
+FC_SAME(cuMemAlloc_v2)
+FC_SAME(cuMemAllocPitch_v2)
+FC_SAME(cuMemAllocManaged)
+FC_SAME(cuMemFree_v2)
+FC_SAME(cuMemAllocHost_v2)
+FC_SAME(cuMemHostAlloc)
+FC_SAME(cuMemFreeHost)
+FC_SAME(cuMemHostRegister_v2)
+FC_SAME(cuMemHostUnregister)
+FC_SAME(cuMemAllocAsync)
+FC_SAME(cuMemAllocAsync_ptsz)
+FC_SAME(cuMemAllocFromPoolAsync)
+FC_SAME(cuMemAllocFromPoolAsync_ptsz)
+FC_SAME(cuMemFreeAsync)
+FC_SAME(cuMemFreeAsync_ptsz)
+FC_SAME(cuMemGetInfo_v2)
+FC_SAME(cuMemCreate)
+FC_SAME(cuMemRelease)
+FC_SAME(cuMemMap)
+FC_SAME(cuMemUnmap)
+FC_SAME(cuMemAddressReserve)
+FC_SAME(cuMemAddressFree)
+FC_SAME(cuMemSetAccess)
+FC_SAME(cuMemGetAllocationGranularity)
+FC_SAME(cuStreamCreate)
+FC_SAME(cuStreamDestroy_v2)
+FC_SAME(cuStreamSynchronize)
+FC_SAME(cuStreamWaitEvent)
+FC_SAME(cuLaunchHostFunc)
+FC_SAME(cuEventCreate)
+FC_SAME(cuEventRecord)
+FC_SAME(cuEventQuery)
+FC_SAME(cuEventSynchronize)
+FC_SAME(cuEventDestroy_v2)
+FC_SAME(cuGraphAddMemAllocNode)
+FC_SAME(cuGraphAddMemFreeNode)
+FC_SAME(cuGetProcAddress)
+FC_SAME(cuGetProcAddress_v2)

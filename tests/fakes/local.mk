@@ -17,9 +17,10 @@ EXTRA_DIST += tests/fakes/fake_cuda.c tests/fakes/fake_mem.c tests/fakes/fake_me
 CLEANFILES += $(FAKE_CUDA_LIB)
 
 FAKE_MEM_SRC = $(srcdir)/tests/fakes/fake_mem.c $(srcdir)/tests/fakes/fake_mem.h
-$(FAKE_CUDA_LIB): $(srcdir)/tests/fakes/fake_cuda.c $(FAKE_MEM_SRC)
+$(FAKE_CUDA_LIB): $(srcdir)/tests/fakes/fake_cuda.c $(FAKE_MEM_SRC) \
+		$(srcdir)/libtrace/mtx/cuda_driver.h
 	@$(MKDIR_P) tests/fakes
-	$(AM_V_CCLD)$(CC) $(CPPFLAGS) $(FAKE_CFLAGS) $(CFLAGS) $(FAKE_LINKFLAGS) $(LDFLAGS) \
+	$(AM_V_CCLD)$(CC) $(CPPFLAGS) -I$(srcdir)/libtrace $(FAKE_CFLAGS) $(CFLAGS) $(FAKE_LINKFLAGS) $(LDFLAGS) \
 		-Wl,-soname,libcuda.so.1 -o $@ $(srcdir)/tests/fakes/fake_cuda.c \
 		$(srcdir)/tests/fakes/fake_mem.c
 

@@ -3,7 +3,11 @@
  * still runs and exits 0. */
 #include "harness.h"
 
+#include <jansson.h>
+
 #include "interpose/internal.h"
+#include "mtx/pattern.h"
+#include "mtx/rank.h"
 
 static void unit(void)
 {
@@ -19,21 +23,21 @@ static void unit(void)
        "default depth 32, flush 1000 ms, sample 10 ms, no dump signal");
 
     setenv("RANK", "3", 1);
-    is_int(0, mt_ip_expand_output("/x/r%r-p%p-%%.mt", 42, buf, sizeof buf), "expand %%r %%p %%%%");
+    is_int(0, mtx_output_path(buf, sizeof buf, "/x/r%r-p%p-%%.mt", 42), "expand %%r %%p %%%%");
     is_string("/x/r3-p42-%.mt", buf, "rank, pid and percent expanded");
     unsetenv("RANK");
     setenv("SLURM_PROCID", "7", 1);
-    mt_ip_expand_output("r%r", 1, buf, sizeof buf);
+    mtx_output_path(buf, sizeof buf, "r%r", 1);
     is_string("r7", buf, "rank from SLURM_PROCID");
     unsetenv("SLURM_PROCID");
-    mt_ip_expand_output("r%r", 1, buf, sizeof buf);
+    mtx_output_path(buf, sizeof buf, "r%r", 1);
     is_string("r0", buf, "rank 0 when no launcher sets one");
     char host[128];
     gethostname(host, sizeof host);
-    mt_ip_expand_output("%h", 1, buf, sizeof buf);
+    mtx_output_path(buf, sizeof buf, "%h", 1);
     is_string(host, buf, "%%h is the host name");
-    is_int(-1, mt_ip_expand_output("a%q", 1, buf, sizeof buf), "unknown %%q is an error");
-    is_int(-1, mt_ip_expand_output("%p%p%p", 123456, buf, 8), "too long is an error");
+    is_int(-1, mtx_output_path(buf, sizeof buf, "a%q", 1), "unknown %%q is an error");
+    is_int(-1, mtx_output_path(buf, 8, "%p%p%p", 123456), "too long is an error");
 
     setenv("MEMTRACE_STACKS", "none", 1);
     setenv("MEMTRACE_FLUSH_MS", "250", 1);
@@ -111,10 +115,50 @@ static void unwritable(void)
     free(out);
 }
 
+/* With several launchers' variables set at once, the rank in a file's metadata and
+ * the %r in its name are one and the same: the first of RANK, OMPI_COMM_WORLD_RANK,
+ * PMI_RANK, SLURM_PROCID that holds a number, LOCAL_RANK only after them. rank is
+ * RANK's value (NULL: unset), want the rank both must show. */
+static void rank_agrees(const char *rank, long want)
+{
+    char pat[400], path[400];
+    if (rank != NULL)
+        setenv("RANK", rank, 1);
+    else
+        unsetenv("RANK");
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+    setenv("PMI_RANK", "6", 1);
+    setenv("SLURM_PROCID", "7", 1);
+    is_int(want, mtx_rank(), "RANK=%s: mtx_rank is %ld", rank ? rank : "(unset)", want);
+    snprintf(pat, sizeof pat, "%s/rank-r%%r.memtrace", h_tmpdir);
+    snprintf(path, sizeof path, "%s/rank-r%ld.memtrace", h_tmpdir, want);
+    setenv("MEMTRACE_OUTPUT", pat, 1);
+    char *argv[] = {PROG_DIR "/cuda_prog", "driver", NULL};
+    int st = h_run(argv, 1, NULL, NULL);
+    unsetenv("MEMTRACE_OUTPUT");
+    unsetenv("RANK");
+    unsetenv("LOCAL_RANK");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("PMI_RANK");
+    unsetenv("SLURM_PROCID");
+    struct h_file f;
+    h_read(&f, path);
+    ok(st == 0 && f.rc == 0, "RANK=%s: the preload wrote %s", rank ? rank : "(unset)",
+       strrchr(path, '/') + 1);
+    json_t *meta = f.r != NULL ? json_loads(memtrace_reader_meta(f.r), 0, NULL) : NULL;
+    json_t *r = meta != NULL ? json_object_get(meta, "rank") : NULL;
+    is_int(want, json_is_integer(r) ? (long long)json_integer_value(r) : -1,
+           "RANK=%s: its metadata rank is %ld too", rank ? rank : "(unset)", want);
+    json_decref(meta);
+    h_close(&f);
+    unlink(path);
+}
+
 int main(void)
 {
     h_setup();
-    plan(27);
+    plan(36);
     unwritable();
     unit();
     bad_value("MEMTRACE_STACKS", "deep");
@@ -126,6 +170,9 @@ int main(void)
     bad_value("MEMTRACE_OUTPUT", "out-%z");
     bad_value("MEMTRACE_CACHING", "yes");
     is_int(0, h_count_files("bad-"), "no output file from any bad configuration");
+    rank_agrees(NULL, 5);
+    rank_agrees("x", 5);
+    rank_agrees("2", 2);
     h_cleanup();
     return exit_status();
 }
