@@ -75,8 +75,10 @@ int mtx_output_path(char *out, size_t size, const char *pattern, int pid)
 
 void mtx_output_glob(char *out, size_t size, const char *pattern)
 {
-    char host[256];
+    char host[256], rank_s[24];
     mtx_hostname(host, sizeof host);
-    const struct mtx_pattern_var vars[] = {{'p', "*"}, {'r', "*"}, {'h', host}};
+    long rank = mtx_rank();
+    mt_format(rank_s, sizeof rank_s, "%ld", rank >= 0 ? rank : 0L);
+    const struct mtx_pattern_var vars[] = {{'p', "*"}, {'r', rank_s}, {'h', host}};
     mtx_pattern_expand(out, size, pattern, vars, MT_ARRAY_SIZE(vars), 0);
 }

@@ -30,7 +30,9 @@ void mtx_hostname(char *out, size_t size);
 int mtx_output_path(char *out, size_t size, const char *pattern, int pid);
 
 /* The output pattern as a glob that matches what mtx_output_path writes on this
- * host for any pid and rank: %p and %r become *. Cut to fit. */
+ * host, with this process's rank, for any pid: %p becomes *, %r the rank as
+ * mtx_output_path writes it. The processes of one `memtrace run` share its rank; the
+ * other ranks of an MPI job, writing beside them, are not theirs. Cut to fit. */
 void mtx_output_glob(char *out, size_t size, const char *pattern);
 
 #endif

@@ -48,7 +48,7 @@ int main(void)
         skip_all("mpirun not found (Debian: apt-get install openmpi-bin)");
     if (access(BUILDDIR "/memtrace", X_OK) != 0)
         skip_all("memtrace CLI not built");
-    plan(11);
+    plan(12);
     /* A sanitizer runtime stays first, as run-t does it. */
     char asan[600];
     snprintf(asan, sizeof asan, "%s", getenv("LD_PRELOAD_FOR_TEST"));
@@ -89,6 +89,22 @@ int main(void)
         free(err);
     }
     is_int(4, h_count_files("run-"), "4 files written");
+    /* Each rank's memtrace run names its own file, and no other rank's half-written one. */
+    char *err = h_slurp_file(err_path);
+    int own = 0, closing = 0;
+    for (const char *p = err; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+        if (strncmp(p, "memtrace: ", 10) != 0)
+            continue;
+        closing++;
+        for (int k = 0; k < 4; k++) {
+            char want[600];
+            snprintf(want, sizeof want, "memtrace: %s/run-%d.memtrace: ", h_tmpdir, k);
+            own += strncmp(p, want, strlen(want)) == 0;
+        }
+    }
+    ok(own == 4 && closing == 4 && strstr(err, "truncated") == NULL,
+       "each rank's closing line names its own file only (%d lines)", closing);
+    free(err);
     char paths[4][512];
     for (int k = 0; k < 4; k++) {
         snprintf(paths[k], sizeof paths[k], "%s/run-%d.memtrace", h_tmpdir, k);
