@@ -8,6 +8,7 @@
 #include "recorder_impl.h"
 
 #include "memtrace.h"
+#include "mtx/escape.h"
 #include "mtx/rank.h"
 #include "util.h"
 
@@ -25,6 +26,20 @@ static json_t *meta_devices; /* array */
 static uint64_t meta_gen;    /* bumped on every change */
 static uint64_t start_wall_ns, start_mono_ns;
 
+/* A JSON string of s as the program gave it; bytes that are not UTF-8 (a Latin-1
+ * file name in argv, say), which jansson refuses, are kept as \xNN text
+ * (mtx/escape.h) instead of losing the string. */
+static json_t *kept(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j != NULL)
+        return j;
+    char *e = mtx_escape_dup(s, 1);
+    j = json_string(e != NULL ? e : "");
+    free(e);
+    return j;
+}
+
 static json_t *argv_json(void)
 {
     json_t *arr = json_array();
@@ -36,7 +51,7 @@ static json_t *argv_json(void)
     fclose(f);
     buf[n] = '\0';
     for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
-        json_array_append_new(arr, json_string(buf + i));
+        json_array_append_new(arr, kept(buf + i));
     return arr;
 }
 
@@ -60,7 +75,7 @@ char *mt_meta_dump(uint64_t *gen)
     json_t *m = json_object();
     json_object_set_new(m, "format_version", json_integer(1));
     json_object_set_new(m, "memtrace_version", json_string(PACKAGE_VERSION));
-    json_object_set_new(m, "host", json_string(host));
+    json_object_set_new(m, "host", kept(host));
     json_object_set_new(m, "pid", json_integer(getpid()));
     json_object_set_new(m, "argv", argv_json());
     json_object_set_new(m, "rank", rank_json());
@@ -148,8 +163,8 @@ int memtrace_device_register(int index, const char *name, uint64_t total_bytes, 
 {
     if (index < -1 || name == NULL || backend == NULL)
         return MEMTRACE_EINVAL;
-    json_t *d = json_pack("{s:i, s:s, s:I, s:s}", "index", index, "name", name, "total_memory",
-                          (json_int_t)total_bytes, "backend", backend);
+    json_t *d = json_pack("{s:i, s:o, s:I, s:o}", "index", index, "name", kept(name),
+                          "total_memory", (json_int_t)total_bytes, "backend", kept(backend));
     if (d == NULL)
         return MEMTRACE_ENOMEM;
     pthread_mutex_lock(&meta_lock);

@@ -7,7 +7,8 @@ noinst_LTLIBRARIES += libmtx.la
 libmtx_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libmtx_la_SOURCES = libtrace/util.c libtrace/util.h \
 	libtrace/mtx/env.h libtrace/mtx/pattern.c libtrace/mtx/pattern.h \
-	libtrace/mtx/rank.c libtrace/mtx/rank.h
+	libtrace/mtx/rank.c libtrace/mtx/rank.h \
+	libtrace/mtx/escape.c libtrace/mtx/escape.h
 # The CUDA driver API subset, shared by libtrace/device_cuda.c, interpose/cuda.c
 # and tests/fakes/fake_cuda.c.
 noinst_HEADERS += libtrace/mtx/cuda_driver.h

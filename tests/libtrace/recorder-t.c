@@ -9,6 +9,7 @@
 #include "symbolize.h"
 #include "tap.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,6 +459,44 @@ static void test_stream_and_dump(void)
     unlink(dump);
 }
 
+/* A device name that is not UTF-8 (Latin-1 here) is kept in the metadata, escaped;
+ * jansson refuses such a string, and registering it used to fail with ENOMEM. */
+static void test_meta_strings(void)
+{
+    char dir[] = "/tmp/recorder-t-meta-XXXXXX", path[64];
+    if (mkdtemp(dir) == NULL)
+        bail_out("mkdtemp failed");
+    snprintf(path, sizeof path, "%s/meta.memtrace", dir);
+    start(0, MEMTRACE_CONTEXT_NONE, NULL);
+    is_int(0, memtrace_device_register(7, "carte graphique \xe9", 1 << 20, "host"),
+           "a device name that is not UTF-8 registers");
+    memtrace_dump_snapshot(path);
+    memtrace_record_history(NULL);
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    const char *name = NULL;
+    json_t *meta = NULL;
+    if (memtrace_reader_open(&r, path, &err) == 0) {
+        struct memtrace_event ev;
+        while (memtrace_reader_next(r, &ev) == 1)
+            ;
+        meta = json_loads(memtrace_reader_meta(r), 0, NULL);
+        json_t *d;
+        size_t i;
+        json_array_foreach(json_object_get(meta, "devices"), i, d)
+        {
+            if (json_integer_value(json_object_get(d, "index")) == 7)
+                name = json_string_value(json_object_get(d, "name"));
+        }
+        memtrace_reader_close(r);
+    }
+    ok(name && strcmp(name, "carte graphique \\xe9") == 0,
+       "the metadata keeps it, with the byte as \\xe9: %s", name ? name : "(lost)");
+    json_decref(meta);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_fork(void)
 {
     start(0, MEMTRACE_CONTEXT_NONE, NULL);
@@ -493,7 +532,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(78);
+    plan(80);
     test_threads();
     test_ring();
     test_ring_edges();
@@ -503,6 +542,7 @@ int main(void)
     test_batch();
     test_with();
     test_stream_and_dump();
+    test_meta_strings();
     test_fork();
     return exit_status();
 }
