@@ -196,6 +196,24 @@ char *mt_escape(const char *s, int json);
  * of losing the string. */
 json_t *mt_json_str(const char *s);
 
+/* A command given several files (one per rank or process) runs fn on each: fn prints
+ * the file's own output (text), or leaves its JSON object in part->json (--json),
+ * fills part with mt_file_part_fill() and sets the figure the table shows (bytes,
+ * count), and returns an MT_EXIT_* status. mt_run_files() then prints one line per
+ * file with the rank of its metadata, and the totals (text: under a heading per
+ * file; JSON: {"files": [...], "total": {...}}). what names the figure's column. */
+struct mt_file_part {
+    const char *path;
+    json_t *rank; /* from the metadata, or NULL */
+    uint64_t events;
+    int truncated;
+    uint64_t bytes, count;
+    json_t *json;
+};
+typedef int (*mt_file_fn)(const char *path, struct mt_file_part *part);
+void mt_file_part_fill(struct mt_file_part *part, const struct mt_replay *rp);
+int mt_run_files(char **paths, int n, int json, const char *what, mt_file_fn fn);
+
 /* Opens path for reading; on failure prints the reader's one-line error and returns
  * NULL. */
 struct memtrace_reader *mt_open(const char *path);

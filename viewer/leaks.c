@@ -28,13 +28,15 @@ static const struct mt_opt leaks_opts[] = {
 
 static const struct mt_help leaks_help = {
     "leaks",
-    "memtrace leaks FILE [--top N] [--depth N] [--json] [--bytes] [--device N] [--stream S]\n"
+    "memtrace leaks FILE... [--top N] [--depth N] [--json] [--bytes] [--device N] [--stream S]\n"
     "       [--min-size SIZE] [--category NAME] [--from WHEN] [--to WHEN]",
     "Shows the blocks still allocated at the end of FILE (at the end of the --to window),\n"
     "grouped by the stack that allocated them, largest first, with bytes, number of\n"
     "blocks and share of the total, frames innermost first. With --from, only blocks\n"
     "allocated at or after WHEN. When the file is truncated, what is shown was alive\n"
-    "where the recording was cut, which is not necessarily a leak.",
+    "where the recording was cut, which is not necessarily a leak. With several files\n"
+    "(one per rank or process), each file's report in turn, then one line per file with\n"
+    "the rank of its metadata and what it left alive, and the totals.",
     leaks_opts,
     0,
 };
@@ -46,11 +48,11 @@ struct end {
     uint64_t since; /* the first event inside the window, UINT64_MAX if none */
 };
 
-static int print_json(const char *path, const struct mt_replay *rp, const struct end *e,
-                      const struct mt_rank *rk, const struct mt_rank_view *v)
+static json_t *leaks_json(const char *path, const struct mt_replay *rp, const struct end *e,
+                          const struct mt_rank *rk, const struct mt_rank_view *v)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "file", json_string(path));
+    json_object_set_new(j, "file", mt_json_str(path));
     json_object_set_new(j, "truncated", json_boolean(mt_replay_truncated(rp)));
     json_object_set_new(j, "end_event", e->found ? mt_json_u64(e->index) : json_null());
     json_object_set_new(j, "end_time_ns", e->found ? mt_json_u64(e->time) : json_null());
@@ -60,7 +62,7 @@ static int print_json(const char *path, const struct mt_replay *rp, const struct
     json_object_set_new(j, "count", mt_json_u64(rk->count));
     json_object_set_new(j, "distinct_stacks", mt_json_u64(rk->n));
     json_object_set_new(j, "stacks", mt_rank_json(rk, v));
-    return mt_json_print(j);
+    return j;
 }
 
 static void print_text(const char *path, const struct mt_replay *rp, const struct end *e,
@@ -90,22 +92,13 @@ static void print_text(const char *path, const struct mt_replay *rp, const struc
     mt_rank_print(stdout, rk, v);
 }
 
-int mt_cmd_leaks(int argc, char **argv)
+static struct mt_filter filter;
+
+/* One file: its own output, and the figure of the table of several. */
+static int leaks_file(const char *path, struct mt_file_part *part)
 {
-    char *pos[argc + 1];
-    int npos;
-    int rc = mt_options_parse(argc, argv, &leaks_help, pos, &npos);
-    if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
-    if (npos != 1)
-        return npos == 0 ? mt_usage_error("leaks", "'leaks' needs a FILE argument")
-                         : mt_usage_error("leaks", "'leaks' takes one file, got '%s' and '%s'",
-                                          pos[0], pos[1]);
-    struct mt_filter f;
-    if (mt_filter_from_opts("leaks", &fo, &f) != 0)
-        return MT_EXIT_USAGE;
-    const char *path = pos[0];
-    struct mt_replay *rp = mt_replay_open_cli(path, &f);
+    int rc;
+    struct mt_replay *rp = mt_replay_open_cli(path, &filter);
     if (!rp)
         return MT_EXIT_FAIL;
 
@@ -133,12 +126,37 @@ int mt_cmd_leaks(int argc, char **argv)
         mt_rank_finish(&rk, MT_RANK_BYTES);
         struct mt_rank_view v = {rp->r, (size_t)ntop, depth == 0 ? -1 : (int)depth, MT_RANK_BYTES,
                                  0};
+        part->bytes = rk.bytes;
+        part->count = rk.count;
+        mt_file_part_fill(part, rp);
         if (json)
-            status = print_json(path, rp, &e, &rk, &v);
+            part->json = leaks_json(path, rp, &e, &rk, &v);
         else
             print_text(path, rp, &e, &rk, &v);
     }
     mt_rank_free(&rk);
     mt_replay_close(rp);
+    return status;
+}
+
+int mt_cmd_leaks(int argc, char **argv)
+{
+    char *pos[argc + 1];
+    int npos;
+    int rc = mt_options_parse(argc, argv, &leaks_help, pos, &npos);
+    if (rc != 0)
+        return rc < 0 ? MT_EXIT_OK : rc;
+    if (npos == 0)
+        return mt_usage_error("leaks", "'leaks' needs a FILE argument");
+    if (mt_filter_from_opts("leaks", &fo, &filter) != 0)
+        return MT_EXIT_USAGE;
+    if (npos > 1)
+        return mt_run_files(pos, npos, json, "alive", leaks_file);
+    struct mt_file_part part = {.path = pos[0]};
+    int status = leaks_file(pos[0], &part);
+    if (status == MT_EXIT_OK && json)
+        status = mt_json_print(json_incref(part.json));
+    json_decref(part.json);
+    json_decref(part.rank);
     return status;
 }

@@ -3,7 +3,7 @@
 # nothing more: no recording runtime, no libunwind or libdw.
 bin_PROGRAMS += memtrace
 memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c viewer/cli_read.c \
-	viewer/cli_stack.c viewer/cli_json.c viewer/info.c viewer/summary.c \
+	viewer/cli_stack.c viewer/cli_json.c viewer/cli_files.c viewer/info.c viewer/summary.c \
 	viewer/segments.c \
 	viewer/timeline.c \
 	viewer/stats.c \
@@ -23,7 +23,8 @@ VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
 	tests/viewer/peak-t \
 	tests/viewer/leaks-t \
 	tests/viewer/top-t \
-	tests/viewer/flamegraph-t
+	tests/viewer/flamegraph-t \
+	tests/viewer/files-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -47,3 +48,5 @@ tests_viewer_top_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_viewer_flamegraph_t_SOURCES = tests/viewer/flamegraph-t.c tests/viewer/cli-util.h \
 	tests/viewer/rank-util.h
 tests_viewer_flamegraph_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_files_t_SOURCES = tests/viewer/files-t.c tests/viewer/cli-util.h
+tests_viewer_files_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

@@ -34,7 +34,7 @@ static const struct mt_opt peak_opts[] = {
 
 static const struct mt_help peak_help = {
     "peak",
-    "memtrace peak FILE [--at WHEN] [--reserved] [--top N] [--depth N] [--json] [--bytes]\n"
+    "memtrace peak FILE... [--at WHEN] [--reserved] [--top N] [--depth N] [--json] [--bytes]\n"
     "       [--device N] [--stream S] [--min-size SIZE] [--category NAME] [--from WHEN]\n"
     "       [--to WHEN]",
     "Shows what was alive at the peak of allocated memory (of reserved memory with\n"
@@ -43,7 +43,9 @@ static const struct mt_help peak_help = {
     "With --at, what was alive at that point instead (after the event it names, the\n"
     "last event at or before the time, or the end of the annotation). The filters choose\n"
     "which allocations count; --from and --to bound the window in which the peak is\n"
-    "taken, but what is alive at the peak includes allocations made before --from.",
+    "taken, but what is alive at the peak includes allocations made before --from.\n"
+    "With several files (one per rank or process), each file's report in turn, then one\n"
+    "line per file with the rank of its metadata and its peak, and the totals.",
     peak_opts,
     0,
 };
@@ -55,11 +57,12 @@ struct point {
     uint64_t offset; /* after the first event */
 };
 
-static int print_json(const char *path, const struct mt_replay *rp, const struct mt_level *l,
-                      const struct point *p, const struct mt_rank *rk, const struct mt_rank_view *v)
+static json_t *peak_json(const char *path, const struct mt_replay *rp, const struct mt_level *l,
+                         const struct point *p, const struct mt_rank *rk,
+                         const struct mt_rank_view *v)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "file", json_string(path));
+    json_object_set_new(j, "file", mt_json_str(path));
     json_object_set_new(j, "truncated", json_boolean(mt_replay_truncated(rp)));
     json_object_set_new(j, "of", json_string(reserved ? "reserved" : "allocated"));
     json_object_set_new(j, "at", json_string(at.kind == MT_POINT_NONE ? "peak" : "point"));
@@ -70,7 +73,7 @@ static int print_json(const char *path, const struct mt_replay *rp, const struct
     json_object_set_new(j, "count", mt_json_u64(rk->count));
     json_object_set_new(j, "distinct_stacks", mt_json_u64(rk->n));
     json_object_set_new(j, "stacks", mt_rank_json(rk, v));
-    return mt_json_print(j);
+    return j;
 }
 
 static void print_text(const char *path, const struct mt_replay *rp, const struct mt_level *l,
@@ -97,30 +100,15 @@ static void print_text(const char *path, const struct mt_replay *rp, const struc
     mt_rank_print(stdout, rk, v);
 }
 
-int mt_cmd_peak(int argc, char **argv)
+static struct mt_filter filter;
+
+/* One file: its own output, and the figure of the table of several. */
+static int peak_file(const char *path, struct mt_file_part *part)
 {
-    char *pos[argc + 1];
-    int npos;
-    int rc = mt_options_parse(argc, argv, &peak_help, pos, &npos);
-    if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
-    if (npos != 1)
-        return npos == 0 ? mt_usage_error("peak", "'peak' needs a FILE argument")
-                         : mt_usage_error("peak", "'peak' takes one file, got '%s' and '%s'",
-                                          pos[0], pos[1]);
-    struct mt_filter f;
-    if (mt_filter_from_opts("peak", &fo, &f) != 0)
-        return MT_EXIT_USAGE;
-    if (at.kind != MT_POINT_NONE) {
-        if (f.to.kind != MT_POINT_NONE)
-            return mt_usage_error("peak", "--at and --to both end the replay: give one");
-        f.to = at;
-    }
-    const char *path = pos[0];
-    struct mt_replay *rp = mt_replay_open_cli(path, &f);
+    int rc;
+    struct mt_replay *rp = mt_replay_open_cli(path, &filter);
     if (!rp)
         return MT_EXIT_FAIL;
-
     struct point p = {0};
     int status;
     if (at.kind == MT_POINT_NONE) {
@@ -159,12 +147,42 @@ int mt_cmd_peak(int argc, char **argv)
         mt_rank_finish(&rk, MT_RANK_BYTES);
         struct mt_rank_view v = {rp->r, (size_t)ntop, depth == 0 ? -1 : (int)depth, MT_RANK_BYTES,
                                  0};
+        part->bytes = at.kind == MT_POINT_NONE ? l->peak : l->cur;
+        part->count = rk.count;
+        mt_file_part_fill(part, rp);
         if (json)
-            status = print_json(path, rp, l, &p, &rk, &v);
+            part->json = peak_json(path, rp, l, &p, &rk, &v);
         else
             print_text(path, rp, l, &p, &rk, &v);
     }
     mt_rank_free(&rk);
     mt_replay_close(rp);
+    return status;
+}
+
+int mt_cmd_peak(int argc, char **argv)
+{
+    char *pos[argc + 1];
+    int npos;
+    int rc = mt_options_parse(argc, argv, &peak_help, pos, &npos);
+    if (rc != 0)
+        return rc < 0 ? MT_EXIT_OK : rc;
+    if (npos == 0)
+        return mt_usage_error("peak", "'peak' needs a FILE argument");
+    if (mt_filter_from_opts("peak", &fo, &filter) != 0)
+        return MT_EXIT_USAGE;
+    if (at.kind != MT_POINT_NONE) {
+        if (filter.to.kind != MT_POINT_NONE)
+            return mt_usage_error("peak", "--at and --to both end the replay: give one");
+        filter.to = at;
+    }
+    if (npos > 1)
+        return mt_run_files(pos, npos, json, reserved ? "reserved" : "allocated", peak_file);
+    struct mt_file_part part = {.path = pos[0]};
+    int status = peak_file(pos[0], &part);
+    if (status == MT_EXIT_OK && json)
+        status = mt_json_print(json_incref(part.json));
+    json_decref(part.json);
+    json_decref(part.rank);
     return status;
 }

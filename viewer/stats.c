@@ -293,7 +293,7 @@ static int print_json(const char *path, const struct stats *st, json_t *set)
 {
     char key[96];
     json_t *j = json_object();
-    json_object_set_new(j, "file", json_string(path));
+    json_object_set_new(j, "file", mt_json_str(path));
     for (int s = 0; s < NSTAT; s++)
         for (int p = 0; p < NPOOL; p++) {
             static const char *const field[4] = {"current", "peak", "allocated", "freed"};

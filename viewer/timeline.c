@@ -36,7 +36,7 @@ static const struct mt_opt timeline_opts[] = {
 
 static const struct mt_help timeline_help = {
     "timeline",
-    "memtrace timeline FILE [--points N] [--format chart|csv|json] [--bytes] [filters]",
+    "memtrace timeline FILE... [--points N] [--format chart|csv|json] [--bytes] [filters]",
     "Replays FILE once and follows, over time: allocated bytes (live blocks, up at\n"
     "'alloc', down at 'free_completed'), reserved bytes (live segments), and for each\n"
     "device with counter events the used bytes the device itself reported.\n"
@@ -51,7 +51,11 @@ static const struct mt_help timeline_help = {
     "(fewer when the file spans fewer than N ns). The chart draws one character per\n"
     "point and series ('a' allocated, 'r' reserved, the device's digit for used)\n"
     "and marks each series' peak under the time axis; csv prints offset_ns (the\n"
-    "start of the point) and one column per series; json prints one object.",
+    "start of the point) and one column per series; json prints one object.\n"
+    "\n"
+    "With several files (one per rank or process), the chart of each in turn, then one\n"
+    "line per file with the rank of its metadata and its peak of allocated bytes, and\n"
+    "the totals; json holds each file's object in files[]; csv takes one file.",
     timeline_opts,
     0,
 };
@@ -223,10 +227,10 @@ static int print_csv(const struct tl *t)
     return fflush(stdout) == 0 ? MT_EXIT_OK : MT_EXIT_FAIL;
 }
 
-static int print_json(const char *path, const struct tl *t)
+static json_t *timeline_json(const char *path, const struct tl *t)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "file", json_string(path));
+    json_object_set_new(j, "file", mt_json_str(path));
     json_object_set_new(j, "start_time_ns", mt_json_u64(t->started ? t->t0 : 0));
     json_object_set_new(j, "bucket_ns", mt_json_u64(t->started ? t->w : 0));
     json_object_set_new(j, "points", mt_json_u64(points_of(t)));
@@ -252,7 +256,7 @@ static int print_json(const char *path, const struct tl *t)
         json_array_append_new(arr, o);
     }
     json_object_set_new(j, "series", arr);
-    return mt_json_print(j);
+    return j;
 }
 
 static int print_chart(const char *path, const struct tl *t)
@@ -349,6 +353,41 @@ static long long terminal_points(void)
     return cols > 24 ? cols - 15 : 10;
 }
 
+enum tl_format { CHART, CSV, JSON };
+static enum tl_format fmt;
+static struct mt_filter filter;
+
+/* One file: its own output, and its peak of allocated memory for the table of several. */
+static int timeline_file(const char *path, struct mt_file_part *part)
+{
+    struct tl t = {.k = (size_t)(npoints ? npoints : fmt == CHART ? terminal_points() : 100)};
+    int status = MT_EXIT_FAIL;
+    struct mt_replay *rp = mt_replay_open_cli(path, &filter);
+    if (!rp)
+        return MT_EXIT_FAIL;
+    if (!add_series(&t, "allocated", 0, 'a') || !add_series(&t, "reserved", 0, 'r')) {
+        mt_error("out of memory while replaying %s", path);
+        goto out;
+    }
+    status = collect(rp, &t);
+    if (status != MT_EXIT_OK)
+        goto out;
+    mt_file_part_fill(part, rp);
+    part->bytes = rp->allocated.peak;
+    if (fmt == CSV)
+        status = print_csv(&t);
+    else if (fmt == JSON)
+        part->json = timeline_json(path, &t);
+    else
+        status = print_chart(path, &t);
+out:
+    for (size_t j = 0; j < t.ns; j++)
+        free(t.s[j].b);
+    free(t.s);
+    mt_replay_close(rp);
+    return status;
+}
+
 int mt_cmd_timeline(int argc, char **argv)
 {
     char *pos[argc + 1];
@@ -358,10 +397,7 @@ int mt_cmd_timeline(int argc, char **argv)
         return rc < 0 ? MT_EXIT_OK : rc;
     if (npos == 0)
         return mt_usage_error("timeline", "'timeline' needs a FILE argument");
-    if (npos > 1)
-        return mt_usage_error("timeline", "'timeline' takes one file, got '%s' and '%s'", pos[0],
-                              pos[1]);
-    enum { CHART, CSV, JSON } fmt = json ? JSON : CHART;
+    fmt = json ? JSON : CHART;
     if (format && strcmp(format, "csv") == 0)
         fmt = CSV;
     else if (format && strcmp(format, "json") == 0)
@@ -371,29 +407,18 @@ int mt_cmd_timeline(int argc, char **argv)
                               format);
     if (json && format && fmt != JSON)
         return mt_usage_error("timeline", "--json and --format %s disagree", format);
-    struct mt_filter f;
-    if ((rc = mt_filter_from_opts("timeline", &fo, &f)) != 0)
+    if (fmt == CSV && npos > 1)
+        return mt_usage_error("timeline", "CSV holds one file: give one, or --format json for "
+                                          "several");
+    if ((rc = mt_filter_from_opts("timeline", &fo, &filter)) != 0)
         return rc;
-
-    struct tl t = {.k = (size_t)(npoints ? npoints : fmt == CHART ? terminal_points() : 100)};
-    int status = MT_EXIT_FAIL;
-    struct mt_replay *rp = mt_replay_open_cli(pos[0], &f);
-    if (!rp)
-        return MT_EXIT_FAIL;
-    if (!add_series(&t, "allocated", 0, 'a') || !add_series(&t, "reserved", 0, 'r')) {
-        mt_error("out of memory while replaying %s", pos[0]);
-        goto out;
-    }
-    status = collect(rp, &t);
-    if (status != MT_EXIT_OK)
-        goto out;
-    status = fmt == CSV    ? print_csv(&t)
-             : fmt == JSON ? print_json(pos[0], &t)
-                           : print_chart(pos[0], &t);
-out:
-    for (size_t j = 0; j < t.ns; j++)
-        free(t.s[j].b);
-    free(t.s);
-    mt_replay_close(rp);
+    if (npos > 1)
+        return mt_run_files(pos, npos, fmt == JSON, "peak allocated", timeline_file);
+    struct mt_file_part part = {.path = pos[0]};
+    int status = timeline_file(pos[0], &part);
+    if (status == MT_EXIT_OK && part.json)
+        status = mt_json_print(json_incref(part.json));
+    json_decref(part.json);
+    json_decref(part.rank);
     return status;
 }

@@ -55,7 +55,7 @@ static int print_json(const char *path, const struct mt_replay *rp, const struct
                       const struct mt_rank_view *v)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "file", json_string(path));
+    json_object_set_new(j, "file", mt_json_str(path));
     json_object_set_new(j, "truncated", json_boolean(mt_replay_truncated(rp)));
     json_object_set_new(j, "by", json_string(by_names[v->by]));
     json_object_set_new(j, "bytes", mt_json_u64(rk->bytes));
