@@ -14,4 +14,14 @@ static inline uint64_t test_rand(uint64_t *state)
     return *state = x;
 }
 
+/* xorshift64*: the generator the format's tests and benches were built on (their
+ * committed cases come from its sequences). The state must not be 0. */
+static inline uint64_t test_rand_star(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 0x2545F4914F6CDD1DULL;
+}
+
 #endif

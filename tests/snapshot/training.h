@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "memtrace.h"
+#include "rng.h"
 
 #define MT_TRAIN_TENSORS 96
 #define MT_TRAIN_OPS     (6 * MT_TRAIN_TENSORS)
@@ -38,11 +39,7 @@ struct mt_training {
 
 static inline uint64_t mt_train_rand(struct mt_training *t)
 {
-    /* xorshift64*: deterministic across platforms. */
-    t->rng ^= t->rng >> 12;
-    t->rng ^= t->rng << 25;
-    t->rng ^= t->rng >> 27;
-    return t->rng * 0x2545F4914F6CDD1DULL;
+    return test_rand_star(&t->rng);
 }
 
 static inline void mt_train_push(struct mt_training *t, uint8_t action, int tensor)

@@ -11,13 +11,11 @@
 #include <unistd.h>
 
 #include "memtrace.h"
+#include "rng.h"
 
 static inline uint64_t rnd_next(uint64_t *s)
 {
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1DULL;
+    return test_rand_star(s);
 }
 
 /* 1 if every field of a and b is equal (padding ignored). */

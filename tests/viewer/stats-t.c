@@ -11,6 +11,7 @@
 #include <inttypes.h>
 
 #include "cli-util.h"
+#include "rng.h"
 
 #define M (1024ull * 1024ull)
 
@@ -18,11 +19,7 @@ static uint64_t rng_state;
 
 static uint64_t below(uint64_t n)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rng_state = x;
+    uint64_t x = test_rand(&rng_state);
     return x % n;
 }
 

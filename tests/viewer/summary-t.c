@@ -10,6 +10,7 @@
 #include <inttypes.h>
 
 #include "cli-util.h"
+#include "rng.h"
 
 #define NSYM    6
 #define NMOD    3
@@ -28,11 +29,7 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
+    return test_rand(&rng_state);
 }
 
 static uint64_t below(uint64_t n)
