@@ -500,10 +500,13 @@ int mt_cmd_flamegraph(int argc, char **argv)
     struct mt_rank rk = {0};
     struct tree t = {0};
     FILE *out = NULL;
+    int nomem = 0;
     if (status != MT_EXIT_OK)
-        goto done;
-    if (mt_rank_init(&rk, rp) != 0)
-        goto nomem;
+        goto out;
+    if (mt_rank_init(&rk, rp) != 0) {
+        nomem = 1;
+        goto out;
+    }
     switch (cost) {
     case COST_PEAK:
         mt_rank_at_peak(&rk, &rp->block_stacks, &rp->allocated);
@@ -518,17 +521,21 @@ int mt_cmd_flamegraph(int argc, char **argv)
     mt_rank_finish(&rk, cost == COST_TEMPORARY ? MT_RANK_TEMPORARY
                         : cost == COST_COUNT   ? MT_RANK_COUNT
                                                : MT_RANK_BYTES);
-    if (svg && tree_build(&t, &rk, rp->r, cost) != 0)
-        goto nomem;
+    if (svg && tree_build(&t, &rk, rp->r, cost) != 0) {
+        nomem = 1;
+        goto out;
+    }
     out = out_path ? fopen(out_path, "w") : stdout;
     if (!out) {
         mt_error("cannot write %s: %s", out_path, strerror(errno));
         status = MT_EXIT_FAIL;
-        goto done;
+        goto out;
     }
     if (svg) {
-        if (write_svg(out, &t, path, cost) != 0)
-            goto nomem;
+        if (write_svg(out, &t, path, cost) != 0) {
+            nomem = 1;
+            goto out;
+        }
     } else {
         write_folded(out, &rk, rp->r, cost);
     }
@@ -539,11 +546,11 @@ int mt_cmd_flamegraph(int argc, char **argv)
         mt_error("cannot write %s: %s", out_path ? out_path : "the output", strerror(errno));
         status = MT_EXIT_FAIL;
     }
-    goto done;
-nomem:
-    mt_error("out of memory while drawing the stacks of %s", path);
-    status = MT_EXIT_FAIL;
-done:
+out:
+    if (nomem) {
+        mt_error("out of memory while drawing the stacks of %s", path);
+        status = MT_EXIT_FAIL;
+    }
     if (out && out != stdout)
         fclose(out);
     tree_free(&t);

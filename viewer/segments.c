@@ -374,21 +374,14 @@ static int print_text(const struct view *v)
 
 static int show(const char *path, struct mt_replay *rp)
 {
-    const struct mt_live **sv, **bv;
+    const struct mt_live **sv = NULL, **bv = NULL;
     size_t ns, nb;
     struct view v = {.path = path, .rp = rp};
     int status = MT_EXIT_FAIL;
-    if (sorted(&rp->segs, &sv, &ns) < 0)
-        goto nomem;
-    if (sorted(&rp->blocks, &bv, &nb) < 0) {
-        free(sv);
-        goto nomem;
-    }
-    v.segs = build(sv, ns, bv, nb, &v.nseg);
-    if (!v.segs) {
-        free(sv);
-        free(bv);
-        goto nomem;
+    if (sorted(&rp->segs, &sv, &ns) < 0 || sorted(&rp->blocks, &bv, &nb) < 0 ||
+        (v.segs = build(sv, ns, bv, nb, &v.nseg)) == NULL) {
+        mt_error("out of memory while sorting the segments of %s", path);
+        goto out;
     }
     v.bv = bv;
     v.nb = nb;
@@ -409,12 +402,10 @@ static int show(const char *path, struct mt_replay *rp)
         v.out_bytes += bv[i]->size;
     v.out_count = nb - inside;
     status = json ? print_json(&v) : print_text(&v);
+out:
     free(v.segs);
     free(sv);
     free(bv);
-    return status;
-nomem:
-    mt_error("out of memory while sorting the segments of %s", path);
     return status;
 }
 
