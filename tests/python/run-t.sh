@@ -1,0 +1,9 @@
+#!/bin/sh
+# The Python package's tests (tests/python/package_t.py prints TAP), against this
+# build's libmemtrace; skipped with a reason where python3 is absent.
+src="${top_srcdir:-$(dirname "$0")/../..}"
+bld="${top_builddir:-.}"
+py="${PYTHON3:-python3}"
+command -v "$py" >/dev/null 2>&1 || { echo "1..0 # skip no $py on this machine"; exit 0; }
+PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" MEMTRACE_LIBRARY="$bld/.libs/libmemtrace.so" \
+    MEMTRACE_CLI="$bld/memtrace" PYTHONDONTWRITEBYTECODE=1 exec "$py" "$src/tests/python/package_t.py"
