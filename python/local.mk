@@ -5,7 +5,7 @@
 # prefix, with the installed library's directory written beside it; without a
 # python3 it says so and installs the rest.
 PYTHON3 = python3
-EXTRA_DIST += python/memtrace/__init__.py tests/python/run-t.sh tests/python/package_t.py \
+EXTRA_DIST += docs/python.md python/memtrace/__init__.py tests/python/run-t.sh tests/python/package_t.py \
 	tests/interpose/python_prog.py tests/interpose/pyhelper.c
 
 install-data-local: install-python
