@@ -2,3 +2,8 @@
 # described in BENCHMARKS.md. Other areas add theirs in their own fragments.
 noinst_PROGRAMS += bench/recorder_bench
 bench_recorder_bench_LDADD = libmemtrace.la
+
+# Mixed Python and native stacks against native ones, inside a real interpreter.
+noinst_PROGRAMS += bench/python_bench
+bench_python_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+bench_python_bench_LDFLAGS = $(AM_LDFLAGS) -export-dynamic

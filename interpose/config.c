@@ -32,6 +32,36 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
     return 0;
 }
 
+/* MEMTRACE_STACKS: none | DEPTH | KIND | KIND:DEPTH, KIND all, native or python. */
+static int parse_stacks(const char *s, struct mt_ip_config *c)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } kinds[] = {{"all", MEMTRACE_STACKS_ALL},
+                 {"native", MEMTRACE_STACKS_NATIVE},
+                 {"python", MEMTRACE_STACKS_PYTHON}};
+    unsigned long long v;
+    if (strcmp(s, "none") == 0) {
+        c->stack_depth = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < MT_ARRAY_SIZE(kinds); i++) {
+        size_t len = strlen(kinds[i].name);
+        if (strncmp(s, kinds[i].name, len) != 0 || (s[len] != '\0' && s[len] != ':'))
+            continue;
+        c->stack_kind = kinds[i].kind;
+        if (s[len] == '\0')
+            return 0;
+        s += len + 1;
+        break;
+    }
+    if (parse_uint(s, MEMTRACE_MAX_FRAMES, &v) != 0)
+        return -1;
+    c->stack_depth = (int)v;
+    return 0;
+}
+
 int mt_ip_config_bad(const char *var, const char *value, const char *accepted)
 {
     mt_log("%s=%s is not valid (%s); recording is off for this process", var, value, accepted);
@@ -82,14 +112,10 @@ int mt_ip_config_read(struct mt_ip_config *c)
             "a path where %p is the pid, %r the rank, %h the host and %% a percent sign");
 
     s = getenv(MTX_ENV_STACKS);
-    if (s != NULL && *s != '\0') {
-        if (strcmp(s, "none") == 0)
-            c->stack_depth = 0;
-        else if (parse_uint(s, MEMTRACE_MAX_FRAMES, &v) == 0)
-            c->stack_depth = (int)v;
-        else
-            return mt_ip_config_bad(MTX_ENV_STACKS, s, "frames per stack, 0 to 128, or none");
-    }
+    if (s != NULL && *s != '\0' && parse_stacks(s, c) != 0)
+        return mt_ip_config_bad(
+            MTX_ENV_STACKS, s,
+            "none, or all, native or python with an optional :DEPTH, or a depth 0 to 128");
 
     s = getenv(MTX_ENV_FLUSH_MS);
     if (s != NULL && *s != '\0') {

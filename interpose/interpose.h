@@ -87,6 +87,7 @@ void mt_ip_record_ex(int action, int kind, int device, uint64_t stream, uint64_t
 struct mt_ip_config {
     char output[4096]; /* path pattern, %p %r %h expanded */
     int stack_depth;   /* 0 = no stacks */
+    int stack_kind;    /* enum memtrace_stacks */
     unsigned flush_ms;
     size_t max_entries;
     int dump_signal;    /* 0 = none */

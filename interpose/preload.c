@@ -277,6 +277,7 @@ static int do_start(void)
         memtrace_options_init(&o);
         o.context = cfg.stack_depth > 0 ? MEMTRACE_CONTEXT_ALL : MEMTRACE_CONTEXT_NONE;
         o.stack_depth = cfg.stack_depth;
+        o.stacks = cfg.stack_kind;
         o.flush_ms = cfg.flush_ms;
         o.max_entries = cfg.max_entries;
         o.stream_path = cfg.output;

@@ -7,7 +7,7 @@ libmemtrace_core_la_SOURCES = \
 	libtrace/recorder_ring.c libtrace/recorder_meta.c libtrace/recorder_frames.c \
 	libtrace/recorder_state.c libtrace/recorder_stream.c libtrace/recorder_dump.c \
 	libtrace/strtab.c libtrace/strtab.h \
-	libtrace/stack.c libtrace/stack.h \
+	libtrace/stack.c libtrace/stack.h libtrace/stack_py.c libtrace/stack_py.h \
 	libtrace/symbolize.c libtrace/symbolize.h
 libmemtrace_core_la_LIBADD = libmtx.la $(MEMTRACE_DEPLIBS)
 

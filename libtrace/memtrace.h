@@ -105,6 +105,17 @@ enum memtrace_context {
 
 #define MEMTRACE_MAX_FRAMES 128
 
+/* Which frames a stack holds. In a process that runs CPython (3.9 to 3.14), ALL puts
+ * the calling thread's Python frames (function, file, line) where the interpreter's
+ * evaluation loop stands among the native frames; PYTHON keeps the Python frames
+ * alone, the cheapest; NATIVE ignores Python. A thread with no Python frames gets
+ * its native stack whatever the kind. docs/python.md has the details. */
+enum memtrace_stacks {
+    MEMTRACE_STACKS_ALL = 0,
+    MEMTRACE_STACKS_NATIVE = 1,
+    MEMTRACE_STACKS_PYTHON = 2
+};
+
 struct memtrace_options {
     int context;             /* enum memtrace_context; default ALL */
     size_t max_entries;      /* history kept in memory; 0 = unlimited when not
@@ -114,6 +125,8 @@ struct memtrace_options {
     int stack_depth;         /* frames per stack, 1..MEMTRACE_MAX_FRAMES; default 32 */
     const char *stream_path; /* if set, stream every event to this file */
     unsigned flush_ms;       /* longest time between stream flushes; default 1000 */
+    int stacks;              /* enum memtrace_stacks; default ALL. stack_depth counts
+                                native frames (Python ones for PYTHON) */
 };
 
 /* Fills o with the defaults above. */

@@ -103,6 +103,8 @@ static int options_check(const struct memtrace_options *o)
         return MEMTRACE_EINVAL;
     if (o->skip_actions >> MEMTRACE_ACTION_COUNT)
         return MEMTRACE_EINVAL;
+    if (o->stacks < MEMTRACE_STACKS_ALL || o->stacks > MEMTRACE_STACKS_PYTHON)
+        return MEMTRACE_EINVAL;
     return 0;
 }
 
@@ -141,6 +143,7 @@ int memtrace_record_history(const struct memtrace_options *o)
     mt_rec.context = o->context;
     mt_rec.skip_actions = o->skip_actions;
     mt_rec.stack_depth = o->stack_depth;
+    mt_rec.stack_kind = o->stacks;
     mt_rec.flush_ms = o->flush_ms;
     mt_rec.max_entries = o->max_entries;
     if (mt_rec.max_entries == 0 && (o->stream_path != NULL || mt_rec.streaming))

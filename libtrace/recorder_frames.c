@@ -9,6 +9,7 @@
 
 #include "memtrace.h"
 #include "stack.h"
+#include "stack_py.h"
 #include "strtab.h"
 #include "symbolize.h"
 #include "writer.h"
@@ -43,6 +44,18 @@ static uint32_t frames_symbolize(void)
     for (uint32_t id = nframe_recs + 1; id <= nf; id++) {
         struct mt_symbol sym;
         uintptr_t ip = mt_frame_ip(id);
+        uint32_t function, file, line;
+        if (mt_py_frame(ip, &function, &file, &line) == 0) {
+            /* A Python frame: no address; its module is the marker docs/FORMAT.md
+             * names. */
+            frame_recs[id] = (struct mt_frame_rec){
+                .module = mt_strings_intern(MT_PY_MODULE),
+                .symbol = function,
+                .file = file,
+                .line = line,
+            };
+            continue;
+        }
         mt_symbolize(ip, &sym);
         frame_recs[id] = (struct mt_frame_rec){
             .ip = ip,

@@ -47,6 +47,7 @@ struct mt_recorder {
     uint32_t skip_actions;
     uint32_t stack_actions; /* actions that get a stack: context and depth in one mask */
     int stack_depth;
+    int stack_kind; /* enum memtrace_stacks */
     unsigned flush_ms;
     /* the stream's buffers: recording threads fill buf[cur], the writer the other */
     int streaming;

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "recorder_impl.h"
+#include "stack_py.h"
 
 #include "memtrace.h"
 #include "mtx/escape.h"
@@ -80,12 +81,23 @@ char *mt_meta_dump(uint64_t *gen)
     json_object_set_new(m, "argv", argv_json());
     json_object_set_new(m, "rank", rank_json());
     mt_rlock();
-    json_t *opts = json_pack("{s:s, s:I, s:I, s:i, s:I}", "context", context_name(mt_rec.context),
-                             "max_entries", (json_int_t)mt_rec.max_entries, "skip_actions",
-                             (json_int_t)mt_rec.skip_actions, "stack_depth", mt_rec.stack_depth,
-                             "flush_ms", (json_int_t)mt_rec.flush_ms);
+    static const char *const kinds[] = {"all", "native", "python"};
+    json_t *opts =
+        json_pack("{s:s, s:I, s:I, s:i, s:s, s:I}", "context", context_name(mt_rec.context),
+                  "max_entries", (json_int_t)mt_rec.max_entries, "skip_actions",
+                  (json_int_t)mt_rec.skip_actions, "stack_depth", mt_rec.stack_depth, "stacks",
+                  kinds[mt_rec.stack_kind], "flush_ms", (json_int_t)mt_rec.flush_ms);
     mt_runlock();
     json_object_set_new(m, "options", opts);
+    /* The interpreter whose frames the stacks may hold, and whether they do. */
+    unsigned long pyver;
+    int pyframes = mt_py_status(&pyver);
+    if (pyver != 0) {
+        char v[48];
+        snprintf(v, sizeof v, "%lu.%lu.%lu", pyver >> 24 & 0xff, pyver >> 16 & 0xff,
+                 pyver >> 8 & 0xff);
+        json_object_set_new(m, "python", json_pack("{s:s, s:b}", "version", v, "frames", pyframes));
+    }
     pthread_mutex_lock(&meta_lock);
     json_object_set_new(m, "start_time_ns", json_integer((json_int_t)start_wall_ns));
     json_object_set_new(m, "start_monotonic_ns", json_integer((json_int_t)start_mono_ns));

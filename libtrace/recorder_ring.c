@@ -232,7 +232,7 @@ static inline uint32_t current_category(void)
 static inline __attribute__((always_inline)) uint32_t capture_stack(int depth)
 {
     uintptr_t ips[MEMTRACE_MAX_FRAMES];
-    int nips = mt_stack_capture(ips, depth, 1);
+    int nips = mt_stack_capture_as(ips, depth, 1, mt_rec.stack_kind);
     return mt_stack_intern(ips, nips);
 }
 

@@ -24,6 +24,7 @@
 
 #include "memtrace.h"
 #include "stack.h"
+#include "stack_py.h"
 #include "util.h"
 
 #define SEG_SHIFT 10
@@ -306,6 +307,7 @@ uintptr_t mt_frame_ip(uint32_t id)
 void mt_stack_atfork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    mt_py_atfork_child();
 }
 
 /* Per-thread caches keep unwinding lock-free; the first caller sets the policy,
@@ -372,7 +374,10 @@ static bool is_own(uintptr_t ip)
     return false;
 }
 
-__attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip)
+/* The capture of mt_stack_capture and mt_stack_capture_as: ret is the return address
+ * of the public function, where the caller's frames begin. */
+static inline __attribute__((always_inline)) int capture_native(uintptr_t *ips, int max, int skip,
+                                                                void *ret)
 {
     void *buf[MEMTRACE_MAX_FRAMES + CAPTURE_SLACK + OWN_SLACK];
     if (ips == NULL || max <= 0)
@@ -391,7 +396,6 @@ __attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip
 
     /* Whether unw_backtrace lists itself varies between libunwind releases; find
      * our return address instead of trusting a fixed count. */
-    void *ret = __builtin_extract_return_addr(__builtin_return_address(0));
     int first = -1;
     for (int i = 0; i < got && i < CAPTURE_SLACK; i++) {
         if (buf[i] == ret) {
@@ -418,4 +422,26 @@ __attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip
     for (int i = 0; i < n; i++)
         ips[i] = (uintptr_t)buf[first + i];
     return n;
+}
+
+__attribute__((noinline)) int mt_stack_capture(uintptr_t *ips, int max, int skip)
+{
+    return capture_native(ips, max, skip,
+                          __builtin_extract_return_addr(__builtin_return_address(0)));
+}
+
+__attribute__((noinline)) int mt_stack_capture_as(uintptr_t *ips, int max, int skip, int kind)
+{
+    void *ret = __builtin_extract_return_addr(__builtin_return_address(0));
+    struct mt_py_stack py;
+    if (kind == MEMTRACE_STACKS_NATIVE || ips == NULL || max <= 0 || mt_py_capture(&py) == 0)
+        return capture_native(ips, max, skip, ret);
+    if (kind == MEMTRACE_STACKS_PYTHON) {
+        int n = py.n < max ? py.n : max;
+        memcpy(ips, py.tok, (size_t)n * sizeof *ips);
+        return n;
+    }
+    uintptr_t native[MEMTRACE_MAX_FRAMES];
+    int n = capture_native(native, max, skip, ret);
+    return mt_py_splice(native, n, &py, ips, MEMTRACE_MAX_FRAMES);
 }

@@ -19,6 +19,14 @@
  * Async-signal-unsafe but malloc-free. */
 int mt_stack_capture(uintptr_t *ips, int max, int skip);
 
+/* Captures the caller's stack as mt_stack_capture does, with the frames kind names
+ * (enum memtrace_stacks): NATIVE as mt_stack_capture; ALL also replaces each native
+ * frame of CPython's evaluation loop by the Python frames it runs (stack_py.h), max
+ * then counting native frames; PYTHON keeps the thread's Python frames alone (at
+ * most max). A thread with no Python frames gets its native stack under every kind.
+ * ips must hold MEMTRACE_MAX_FRAMES entries. Returns the number captured. */
+int mt_stack_capture_as(uintptr_t *ips, int max, int skip, int kind);
+
 /* Interns ips[0..n) (innermost first) and returns the stack id, or 0 when n == 0 or
  * memory is exhausted. Thread-safe. */
 uint32_t mt_stack_intern(const uintptr_t *ips, int n);

@@ -30,8 +30,10 @@ static const struct mt_opt run_opts[] = {
     MT_OPTION_STRING('o', "output", &output, "PATTERN",
                      "output path; %p is the pid, %r the rank, %h the host, %% a percent sign "
                      "(default " MTX_DEFAULT_OUTPUT ", one file per process)"),
-    MT_OPTION_STRING(0, "stacks", &stacks, "N|none",
-                     "frames per stack, 0 to 128, or none (default 32)"),
+    MT_OPTION_STRING(0, "stacks", &stacks, "KIND[:N]|N|none",
+                     "which frames: all (native, with Python frames in place of the "
+                     "interpreter's), native or python (Python frames only); N frames per "
+                     "stack, 0 to 128, or none (default all:32)"),
     MT_OPTION_INT(0, "flush-ms", &flush_ms, "N", 1, 3600000,
                   "longest time between flushes to the file, in ms (default 1000)"),
     MT_OPTION_BOOL(0, "caching", &caching,
@@ -43,7 +45,7 @@ static const struct mt_opt run_opts[] = {
 
 static const struct mt_help run_help = {
     "run",
-    "memtrace run [-o PATTERN] [--stacks N|none] [--flush-ms N] [--caching] [--] COMMAND "
+    "memtrace run [-o PATTERN] [--stacks KIND[:N]|N|none] [--flush-ms N] [--caching] [--] COMMAND "
     "[ARGS...]",
     "Runs COMMAND with memtrace's preload library, which records every CUDA device\n"
     "allocation and free (driver and runtime API) and every Level Zero one, with its\n"
@@ -132,7 +134,21 @@ int mt_cmd_run(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? MT_EXIT_OK : rc;
     long long n;
-    if (stacks && strcmp(stacks, "none") != 0 && mt_parse_int("run", "stacks", stacks, 0, 128, &n))
+    const char *depth = stacks;
+    if (stacks != NULL) {
+        static const char *const kinds[] = {"all", "native", "python"};
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            size_t len = strlen(kinds[i]);
+            if (strncmp(stacks, kinds[i], len) == 0 && (stacks[len] == '\0' || stacks[len] == ':'))
+                depth = stacks[len] ? stacks + len + 1 : NULL;
+        }
+    }
+    if (depth && strcmp(depth, "none") != 0 && (depth[0] < '0' || depth[0] > '9'))
+        return mt_usage_error("run",
+                              "--stacks takes all, native or python (each with an optional "
+                              ":N), a depth N or none, not '%s'",
+                              stacks);
+    if (depth && strcmp(depth, "none") != 0 && mt_parse_int("run", "stacks", depth, 0, 128, &n))
         return MT_EXIT_USAGE;
     char flush[32] = "";
     if (flush_ms)
