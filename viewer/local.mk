@@ -3,7 +3,10 @@
 # nothing more: no recording runtime, no libunwind or libdw.
 bin_PROGRAMS += memtrace
 memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c viewer/cli_read.c \
-	viewer/cli_stack.c viewer/cli_json.c viewer/info.c viewer/summary.c
+	viewer/cli_stack.c viewer/cli_json.c viewer/info.c viewer/summary.c \
+	viewer/export.c \
+	viewer/import.c \
+	viewer/merge.c
 memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
