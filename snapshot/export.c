@@ -65,11 +65,21 @@ void mt_export_json_str(FILE *out, const char *s)
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
+        case '"':
+            fputs("\\\"", out);
+            break;
+        case '\\':
+            fputs("\\\\", out);
+            break;
+        case '\n':
+            fputs("\\n", out);
+            break;
+        case '\r':
+            fputs("\\r", out);
+            break;
+        case '\t':
+            fputs("\\t", out);
+            break;
         default:
             if (*p < 0x20)
                 fprintf(out, "\\u%04x", *p);
@@ -210,8 +220,9 @@ static int export_csv(const char *path, FILE *out, struct mt_export_stats *st,
             snprintf(abuf, sizeof(abuf), "%u", ev.action);
             a = abuf;
         }
-        fprintf(out, "%" PRIu64 ",%" PRIu64 ",%s,%" PRId32 ",%" PRIu64 ",0x%" PRIx64 ",%" PRIu64
-                     ",%" PRIu64 ",%" PRId32 ",%" PRIu32 ",%" PRIu32 ",",
+        fprintf(out,
+                "%" PRIu64 ",%" PRIu64 ",%s,%" PRId32 ",%" PRIu64 ",0x%" PRIx64 ",%" PRIu64
+                ",%" PRIu64 ",%" PRId32 ",%" PRIu32 ",%" PRIu32 ",",
                 st->events, ev.time_ns, a, ev.device, ev.stream, ev.addr, ev.size,
                 ev.requested_size, ev.pool, ev.tid, ev.stack);
         csv_str(out, memtrace_reader_string(r, ev.category));

@@ -29,11 +29,11 @@ int mt_export_format_from_name(const char *name);
 const char *mt_export_format_name(int format);
 
 struct mt_export_stats {
-    uint64_t events;  /* events read */
-    uint64_t written; /* entries written (trace entries, trace events, lines) */
+    uint64_t events;   /* events read */
+    uint64_t written;  /* entries written (trace entries, trace events, lines) */
     uint64_t left_out; /* events the format has no place for (host memory in a PyTorch
                           snapshot, counters, ...) */
-    int truncated;    /* the input ended without its end record */
+    int truncated;     /* the input ended without its end record */
 };
 
 /* Exports the .memtrace file at path to out in format. Returns 0, or a negative

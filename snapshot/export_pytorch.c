@@ -196,8 +196,8 @@ static void em_json(struct em *e, json_t *v)
 static const char K_ACTION[] = "action", K_ADDR[] = "addr", K_SIZE[] = "size",
                   K_STREAM[] = "stream", K_TIME[] = "time_us", K_FRAMES[] = "frames",
                   K_FILENAME[] = "filename", K_LINE[] = "line", K_NAME[] = "name",
-                  K_DEVFREE[] = "device_free", K_CC[] = "compile_context",
-                  K_ADDRESS[] = "address", K_REQ[] = "requested_size", K_STATE[] = "state";
+                  K_DEVFREE[] = "device_free", K_CC[] = "compile_context", K_ADDRESS[] = "address",
+                  K_REQ[] = "requested_size", K_STATE[] = "state";
 
 static void em_frame(struct em *e, struct memtrace_reader *r, uint32_t id)
 {

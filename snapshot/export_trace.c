@@ -101,8 +101,9 @@ static void slice(struct pf *p, struct memtrace_reader *r, const char *ph, const
             pid_of(b->device));
     ts(p->out, t, p->t0);
     if (ph[0] == 'b')
-        fprintf(p->out, ",\"args\":{\"size\":%" PRIu64 ",\"requested_size\":%" PRIu64
-                        ",\"stream\":%" PRIu64 ",\"stack\":%" PRIu32 "}",
+        fprintf(p->out,
+                ",\"args\":{\"size\":%" PRIu64 ",\"requested_size\":%" PRIu64 ",\"stream\":%" PRIu64
+                ",\"stack\":%" PRIu32 "}",
                 b->size, b->requested, b->stream, b->stack);
     fputc('}', p->out);
 }
@@ -116,8 +117,7 @@ static void counter(struct pf *p, const struct mt_replay *rp, int32_t device, ui
     fprintf(p->out, "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"ts\":", pid_of(device));
     ts(p->out, t, p->t0);
     fprintf(p->out,
-            ",\"args\":{\"allocated\":%" PRIu64 ",\"reserved\":%" PRIu64 ",\"used\":%" PRIu64
-            "}}",
+            ",\"args\":{\"allocated\":%" PRIu64 ",\"reserved\":%" PRIu64 ",\"used\":%" PRIu64 "}}",
             d->allocated.cur, d->reserved.cur, d->used);
 }
 
@@ -180,12 +180,13 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
             fputs(ph[0] == 'i' ? ",\"s\":\"t\"}" : "}", out);
         } else if (ev->action == MEMTRACE_OOM) {
             sep(&p);
-            fprintf(out, "{\"ph\":\"i\",\"cat\":\"oom\",\"name\":\"oom\",\"s\":\"p\",\"pid\":%d,"
-                         "\"tid\":%" PRIu32 ",\"ts\":",
+            fprintf(out,
+                    "{\"ph\":\"i\",\"cat\":\"oom\",\"name\":\"oom\",\"s\":\"p\",\"pid\":%d,"
+                    "\"tid\":%" PRIu32 ",\"ts\":",
                     pid_of(ev->device), ev->tid);
             ts(out, ev->time_ns, p.t0);
-            fprintf(out, ",\"args\":{\"size\":%" PRIu64 ",\"device_free\":%" PRIu64 "}}",
-                    ev->size, ev->aux);
+            fprintf(out, ",\"args\":{\"size\":%" PRIu64 ",\"device_free\":%" PRIu64 "}}", ev->size,
+                    ev->aux);
         }
     }
     st->events = rp->events;
@@ -293,8 +294,9 @@ int mt_export_speedscope(const char *path, FILE *out, struct mt_export_stats *st
             fprintf(out, ",\"line\":%" PRIu32, fr->line);
         fputc('}', out);
     }
-    fputs(nframes ? ",{\"name\":\"[no stack]\"}]},\"profiles\":[" : "{\"name\":\"[no stack]\"}]},"
-                                                                   "\"profiles\":[",
+    fputs(nframes ? ",{\"name\":\"[no stack]\"}]},\"profiles\":["
+                  : "{\"name\":\"[no stack]\"}]},"
+                    "\"profiles\":[",
           out);
     uint32_t *fbuf = NULL;
     int fcap = 0;

@@ -47,12 +47,12 @@ int mt_intern_flush(struct mt_intern *in, struct mt_writer *w);
 
 /* What an import found, for the caller's report. */
 struct mt_import_stats {
-    uint64_t events;     /* events written */
-    uint64_t skipped;    /* trace entries with an action memtrace does not know */
-    uint64_t segments;   /* segments in the state */
-    uint64_t blocks;     /* blocks in the state */
-    uint64_t devices;    /* device traces */
-    int pickle;          /* the input was a pickle (else JSON) */
+    uint64_t events;   /* events written */
+    uint64_t skipped;  /* trace entries with an action memtrace does not know */
+    uint64_t segments; /* segments in the state */
+    uint64_t blocks;   /* blocks in the state */
+    uint64_t devices;  /* device traces */
+    int pickle;        /* the input was a pickle (else JSON) */
 };
 
 /* Imports the snapshot at in_path into a new .memtrace file at out_path. The input is

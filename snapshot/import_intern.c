@@ -183,8 +183,8 @@ uint32_t mt_intern_string(struct mt_intern *in, const char *s)
 
 uint32_t mt_intern_frame(struct mt_intern *in, const struct mt_frame_rec *f)
 {
-    uint64_t h = mix(mix(mix(mix(mix(mix(2, f->ip), f->offset), f->module), f->symbol), f->file),
-                     f->line);
+    uint64_t h =
+        mix(mix(mix(mix(mix(mix(2, f->ip), f->offset), f->module), f->symbol), f->file), f->line);
     return lookup(in, &in->tframe, h, eq_frame, f, add_frame);
 }
 

@@ -45,7 +45,8 @@ struct mg {
     int nomem;
 };
 
-static int mfail(struct mg *m, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int mfail(struct mg *m, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int mfail(struct mg *m, int code, const char *fmt, ...)
 {
     if (m->err->code == 0) {

@@ -34,7 +34,8 @@ struct imp {
     struct mt_import_stats *st;
 };
 
-static int ifail(struct imp *im, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int ifail(struct imp *im, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int ifail(struct imp *im, int code, const char *fmt, ...)
 {
     if (im->err && im->err->code == 0) {
@@ -245,8 +246,8 @@ static int write_events(struct imp *im, json_t *traces, json_t *annots)
         struct memtrace_event ev;
         int skip;
         if (best + 1 < nlists)
-            rc = trace_event(im, json_array_get(json_array_get(traces, best), k), (int32_t)best,
-                             k, &ev, &skip);
+            rc = trace_event(im, json_array_get(json_array_get(traces, best), k), (int32_t)best, k,
+                             &ev, &skip);
         else
             rc = annotation_event(im, json_array_get(annots, k), k, &ev, &skip);
         if (rc)
@@ -329,8 +330,7 @@ static int read_segment(struct imp *im, json_t *s, size_t i, struct memtrace_seg
             return rc;
         int st = block_state(get_str(b, "state"));
         if (st < 0)
-            return ifail(im, MEMTRACE_EFORMAT, "%s: unknown state '%s'", what,
-                         get_str(b, "state"));
+            return ifail(im, MEMTRACE_EFORMAT, "%s: unknown state '%s'", what, get_str(b, "state"));
         mb->state = st;
         json_t *frames = json_object_get(b, "frames");
         mb->stack = stack_of(im, frames ? frames : json_object_get(hist, "frames"));

@@ -32,34 +32,76 @@
 #include "memtrace.h"
 
 enum {
-    OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1', OP_BINFLOAT = 'G',
-    OP_BININT = 'J', OP_BININT1 = 'K', OP_BININT2 = 'M', OP_NONE = 'N', OP_BINUNICODE = 'X',
-    OP_APPEND = 'a', OP_DICT = 'd', OP_APPENDS = 'e', OP_BINGET = 'h', OP_LONG_BINGET = 'j',
-    OP_LIST = 'l', OP_BINPUT = 'q', OP_LONG_BINPUT = 'r', OP_SETITEM = 's', OP_TUPLE = 't',
-    OP_SETITEMS = 'u', OP_EMPTY_DICT = '}', OP_EMPTY_LIST = ']', OP_EMPTY_TUPLE = ')',
-    OP_PROTO = 0x80, OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87, OP_NEWTRUE = 0x88,
-    OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b, OP_SHORT_BINUNICODE = 0x8c,
-    OP_BINUNICODE8 = 0x8d, OP_MEMOIZE = 0x94, OP_FRAME = 0x95,
+    OP_MARK = '(',
+    OP_STOP = '.',
+    OP_POP = '0',
+    OP_POP_MARK = '1',
+    OP_BINFLOAT = 'G',
+    OP_BININT = 'J',
+    OP_BININT1 = 'K',
+    OP_BININT2 = 'M',
+    OP_NONE = 'N',
+    OP_BINUNICODE = 'X',
+    OP_APPEND = 'a',
+    OP_DICT = 'd',
+    OP_APPENDS = 'e',
+    OP_BINGET = 'h',
+    OP_LONG_BINGET = 'j',
+    OP_LIST = 'l',
+    OP_BINPUT = 'q',
+    OP_LONG_BINPUT = 'r',
+    OP_SETITEM = 's',
+    OP_TUPLE = 't',
+    OP_SETITEMS = 'u',
+    OP_EMPTY_DICT = '}',
+    OP_EMPTY_LIST = ']',
+    OP_EMPTY_TUPLE = ')',
+    OP_PROTO = 0x80,
+    OP_TUPLE1 = 0x85,
+    OP_TUPLE2 = 0x86,
+    OP_TUPLE3 = 0x87,
+    OP_NEWTRUE = 0x88,
+    OP_NEWFALSE = 0x89,
+    OP_LONG1 = 0x8a,
+    OP_LONG4 = 0x8b,
+    OP_SHORT_BINUNICODE = 0x8c,
+    OP_BINUNICODE8 = 0x8d,
+    OP_MEMOIZE = 0x94,
+    OP_FRAME = 0x95,
 };
 
 /* Opcodes that import or call, by name. */
 static const char *code_opcode(unsigned op)
 {
     switch (op) {
-    case 'c': return "GLOBAL";
-    case 0x93: return "STACK_GLOBAL";
-    case 'R': return "REDUCE";
-    case 'b': return "BUILD";
-    case 'i': return "INST";
-    case 'o': return "OBJ";
-    case 0x81: return "NEWOBJ";
-    case 0x92: return "NEWOBJ_EX";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    default: return NULL;
+    case 'c':
+        return "GLOBAL";
+    case 0x93:
+        return "STACK_GLOBAL";
+    case 'R':
+        return "REDUCE";
+    case 'b':
+        return "BUILD";
+    case 'i':
+        return "INST";
+    case 'o':
+        return "OBJ";
+    case 0x81:
+        return "NEWOBJ";
+    case 0x92:
+        return "NEWOBJ_EX";
+    case 'P':
+        return "PERSID";
+    case 'Q':
+        return "BINPERSID";
+    case 0x82:
+        return "EXT1";
+    case 0x83:
+        return "EXT2";
+    case 0x84:
+        return "EXT4";
+    default:
+        return NULL;
     }
 }
 
@@ -92,26 +134,50 @@ static int64_t arg_len(unsigned op, const unsigned char *p, size_t left)
 {
     uint64_t n;
     switch (op) {
-    case OP_MARK: case OP_STOP: case OP_POP: case OP_POP_MARK: case OP_NONE: case OP_APPEND:
-    case OP_DICT: case OP_APPENDS: case OP_LIST: case OP_SETITEM: case OP_TUPLE:
-    case OP_SETITEMS: case OP_EMPTY_DICT: case OP_EMPTY_LIST: case OP_EMPTY_TUPLE:
-    case OP_TUPLE1: case OP_TUPLE2: case OP_TUPLE3: case OP_NEWTRUE: case OP_NEWFALSE:
+    case OP_MARK:
+    case OP_STOP:
+    case OP_POP:
+    case OP_POP_MARK:
+    case OP_NONE:
+    case OP_APPEND:
+    case OP_DICT:
+    case OP_APPENDS:
+    case OP_LIST:
+    case OP_SETITEM:
+    case OP_TUPLE:
+    case OP_SETITEMS:
+    case OP_EMPTY_DICT:
+    case OP_EMPTY_LIST:
+    case OP_EMPTY_TUPLE:
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3:
+    case OP_NEWTRUE:
+    case OP_NEWFALSE:
     case OP_MEMOIZE:
         return 0;
-    case OP_PROTO: case OP_BININT1: case OP_BINGET: case OP_BINPUT:
+    case OP_PROTO:
+    case OP_BININT1:
+    case OP_BINGET:
+    case OP_BINPUT:
         return left < 1 ? -2 : 1;
     case OP_BININT2:
         return left < 2 ? -2 : 2;
-    case OP_BININT: case OP_LONG_BINGET: case OP_LONG_BINPUT:
+    case OP_BININT:
+    case OP_LONG_BINGET:
+    case OP_LONG_BINPUT:
         return left < 4 ? -2 : 4;
-    case OP_BINFLOAT: case OP_FRAME:
+    case OP_BINFLOAT:
+    case OP_FRAME:
         return left < 8 ? -2 : 8;
-    case OP_LONG1: case OP_SHORT_BINUNICODE:
+    case OP_LONG1:
+    case OP_SHORT_BINUNICODE:
         if (left < 1)
             return -2;
         n = p[0];
         return n > left - 1 ? -2 : (int64_t)(1 + n);
-    case OP_LONG4: case OP_BINUNICODE:
+    case OP_LONG4:
+    case OP_BINUNICODE:
         if (left < 4)
             return -2;
         n = le(p, 4);
@@ -143,11 +209,15 @@ static int scan(const unsigned char *buf, size_t len, struct mt_pickle_error *er
                         "unsupported pickle opcode 0x%02x at offset %zu (not a plain-data pickle)",
                         op, i);
         if (a == -2)
-            return fail(err, MEMTRACE_EFORMAT, i, "pickle truncated: opcode at offset %zu runs past "
-                                                  "the end", i);
+            return fail(err, MEMTRACE_EFORMAT, i,
+                        "pickle truncated: opcode at offset %zu runs past "
+                        "the end",
+                        i);
         if (op == OP_PROTO && (buf[i + 1] < 2 || buf[i + 1] > 5))
-            return fail(err, MEMTRACE_EFORMAT, i, "pickle protocol %u at offset %zu: only 2 to 5 are "
-                                                  "read", buf[i + 1], i);
+            return fail(err, MEMTRACE_EFORMAT, i,
+                        "pickle protocol %u at offset %zu: only 2 to 5 are "
+                        "read",
+                        buf[i + 1], i);
         if (op == OP_STOP)
             return 0;
         i += 1 + (size_t)a;
@@ -218,8 +288,7 @@ static int push(struct vm *v, json_t *j)
 
 static int bad(struct vm *v, const char *what)
 {
-    return fail(v->err, MEMTRACE_EFORMAT, v->off, "corrupt pickle at offset %zu: %s", v->off,
-                what);
+    return fail(v->err, MEMTRACE_EFORMAT, v->off, "corrupt pickle at offset %zu: %s", v->off, what);
 }
 
 /* Puts child into parent's bookkeeping: parent must not be frozen, child freezes. */
@@ -425,7 +494,8 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
     int rc;
     json_t *x;
     switch (op) {
-    case OP_PROTO: case OP_FRAME:
+    case OP_PROTO:
+    case OP_FRAME:
         return 0;
     case OP_STOP:
         *stop = 1;
@@ -454,7 +524,8 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
         return 0;
     case OP_EMPTY_DICT:
         return push(v, json_object());
-    case OP_EMPTY_LIST: case OP_EMPTY_TUPLE:
+    case OP_EMPTY_LIST:
+    case OP_EMPTY_TUPLE:
         return push(v, json_array());
     case OP_NONE:
         return push(v, json_null());
@@ -462,7 +533,8 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
         return push(v, json_true());
     case OP_NEWFALSE:
         return push(v, json_false());
-    case OP_BININT1: case OP_BININT2:
+    case OP_BININT1:
+    case OP_BININT2:
         return push(v, json_integer((json_int_t)le(a, (int)alen)));
     case OP_BININT:
         return push(v, json_integer((json_int_t)(int32_t)(uint32_t)le(a, 4)));
@@ -476,7 +548,8 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
             return bad(v, "a float that JSON cannot hold (inf or nan)");
         return push(v, json_real(d));
     }
-    case OP_LONG1: case OP_LONG4: {
+    case OP_LONG1:
+    case OP_LONG4: {
         size_t hdr = op == OP_LONG1 ? 1 : 4;
         if (alen - hdr > MT_PICKLE_MAX_LONG)
             return fail(v->err, MEMTRACE_EFORMAT, v->off,
@@ -484,7 +557,9 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
                         alen - hdr, v->off);
         return push(v, long_value(a + hdr, alen - hdr));
     }
-    case OP_SHORT_BINUNICODE: case OP_BINUNICODE: case OP_BINUNICODE8: {
+    case OP_SHORT_BINUNICODE:
+    case OP_BINUNICODE:
+    case OP_BINUNICODE8: {
         size_t hdr = op == OP_SHORT_BINUNICODE ? 1 : op == OP_BINUNICODE ? 4 : 8;
         x = json_stringn((const char *)a + hdr, alen - hdr);
         if (!x)
@@ -493,9 +568,11 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
     }
     case OP_MEMOIZE:
         return memo_set(v, v->next_memo++);
-    case OP_BINPUT: case OP_LONG_BINPUT:
+    case OP_BINPUT:
+    case OP_LONG_BINPUT:
         return memo_set(v, le(a, (int)alen));
-    case OP_BINGET: case OP_LONG_BINGET:
+    case OP_BINGET:
+    case OP_LONG_BINGET:
         return memo_get(v, le(a, (int)alen));
     case OP_APPEND:
         if (v->n < 2)
@@ -540,7 +617,9 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
         if ((rc = pop_mark(v, &mark)))
             return rc;
         return make_tuple(v, mark);
-    case OP_TUPLE1: case OP_TUPLE2: case OP_TUPLE3: {
+    case OP_TUPLE1:
+    case OP_TUPLE2:
+    case OP_TUPLE3: {
         size_t k = op - OP_TUPLE1 + 1;
         if (v->n < k)
             return bad(v, "TUPLE of too few items");

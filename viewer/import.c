@@ -47,8 +47,8 @@ int mt_cmd_import(int argc, char **argv)
         mt_error("%s", err.text);
         return MT_EXIT_FAIL;
     }
-    printf("%s: %llu events from %llu device traces, %llu segments, %llu blocks -> %s\n",
-           pos[0], (unsigned long long)st.events, (unsigned long long)st.devices,
+    printf("%s: %llu events from %llu device traces, %llu segments, %llu blocks -> %s\n", pos[0],
+           (unsigned long long)st.events, (unsigned long long)st.devices,
            (unsigned long long)st.segments, (unsigned long long)st.blocks, output);
     if (st.skipped)
         mt_error("note: %llu trace entries with actions memtrace does not know were skipped",

@@ -11,7 +11,10 @@ memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
 # Tests write files with the internal writer and run the built memtrace binary.
-VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t
+VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
+	tests/viewer/export-t \
+	tests/viewer/import-t \
+	tests/viewer/merge-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -20,3 +23,10 @@ tests_viewer_info_t_SOURCES = tests/viewer/info-t.c tests/viewer/cli-util.h
 tests_viewer_info_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_viewer_summary_t_SOURCES = tests/viewer/summary-t.c tests/viewer/cli-util.h
 tests_viewer_summary_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_export_t_SOURCES = tests/viewer/export-t.c tests/viewer/cli-util.h
+tests_viewer_export_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_import_t_SOURCES = tests/viewer/import-t.c tests/viewer/cli-util.h
+tests_viewer_import_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_merge_t_SOURCES = tests/viewer/merge-t.c tests/viewer/cli-util.h
+tests_viewer_merge_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_DIST += tests/viewer/pytorch-check.py

@@ -16,7 +16,8 @@ static const struct mt_cmd commands[] = {
     {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
     {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
-    {"export", mt_cmd_export, "write a file as a PyTorch snapshot, Perfetto, speedscope, folded, CSV"},
+    {"export", mt_cmd_export,
+     "write a file as a PyTorch snapshot, Perfetto, speedscope, folded, CSV"},
     {"import", mt_cmd_import, "convert a PyTorch memory snapshot (pickle or JSON) to .memtrace"},
     {"merge", mt_cmd_merge, "merge files of several ranks or processes into one"},
 };
