@@ -45,3 +45,4 @@ tests_snapshot_gen_cases_LDADD = $(SNAPSHOT_LIBS)
 noinst_PROGRAMS += bench/format_bench
 bench_format_bench_SOURCES = bench/format_bench.c tests/snapshot/training.h
 bench_format_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_DIST += docs/PYTORCH.md
