@@ -10,7 +10,8 @@
  *    "external_annotations": [{name, stage, device, time_us}],   (when annotated)
  *    "allocator_settings": {...}, and the keys an import kept}
  *
- * segments come from the file's latest STATE; blocks are listed in address order
+ * segments come from the file's latest STATE (or, in a file without one, the replay's
+ * live segments and blocks at the end); blocks are listed in address order
  * and gaps inside a segment are filled with inactive blocks, because readers place
  * each block at the segment's address plus the sizes before it. Frames are
  * {filename, line, name}, innermost first; in the pickle each distinct frame dict is
@@ -30,6 +31,7 @@
 #include "export.h"
 #include "memtrace.h"
 #include "pickle.h"
+#include "replay.h"
 
 /* One emitter for both encodings. */
 struct em {
@@ -407,29 +409,133 @@ static void em_annotation(struct xp *x, struct memtrace_reader *r, const struct 
     em_close(e, 1);
 }
 
-/* Reads path to its end calling fn per event (pass: what to do). */
-enum { PASS_SCAN, PASS_DEVICE, PASS_ANNOT };
+static int cmp_live(const void *a, const void *b)
+{
+    const struct mt_live *x = a, *y = b;
+    return x->head.key < y->head.key ? -1 : x->head.key > y->head.key;
+}
 
-static int pass(struct xp *x, int what, int32_t device, int32_t *maxdev, uint64_t *nannot,
-                struct mt_export_stats *st, struct memtrace_errinfo *err, json_t **meta)
+/* A file without a STATE chunk: its segments are the replay's live segment pieces at
+ * the end, each with the live blocks inside it (memory: a copy of the live tables). */
+static void em_live_segments(struct xp *x, const struct mt_replay *rp)
+{
+    struct mt_live *segs = malloc((rp->segs.n + 1) * sizeof(*segs));
+    struct mt_live *bl = malloc((rp->blocks.n + 1) * sizeof(*bl));
+    struct memtrace_block *mb = malloc((rp->blocks.n + 1) * sizeof(*mb));
+    size_t ns = 0, nb = 0;
+    if (!segs || !bl || !mb) {
+        x->e.nomem = 1;
+        goto out;
+    }
+    for (size_t i = 0; i < rp->segs.cap; i++) {
+        const struct mt_live *l = mt_addrtab_at(&rp->segs, i);
+        if (l && l->device >= 0)
+            segs[ns++] = *l;
+    }
+    for (size_t i = 0; i < rp->blocks.cap; i++) {
+        const struct mt_live *l = mt_addrtab_at(&rp->blocks, i);
+        if (l)
+            bl[nb++] = *l;
+    }
+    qsort(segs, ns, sizeof(*segs), cmp_live);
+    qsort(bl, nb, sizeof(*bl), cmp_live);
+    size_t j = 0;
+    for (size_t i = 0; i < ns; i++) {
+        struct memtrace_segment s;
+        memset(&s, 0, sizeof(s));
+        s.addr = segs[i].head.key;
+        s.total_size = segs[i].size;
+        s.stream = segs[i].stream;
+        s.device = segs[i].device;
+        s.pool = segs[i].pool;
+        s.is_large = segs[i].pool != 1; /* memtrace's pool 1 is the small pool */
+        s.stack = segs[i].stack;
+        while (j < nb && bl[j].head.key < s.addr)
+            j++;
+        size_t k = 0;
+        for (; j < nb && bl[j].head.key < s.addr + s.total_size; j++) {
+            if (bl[j].device != s.device)
+                continue;
+            mb[k].addr = bl[j].head.key;
+            mb[k].size = bl[j].size;
+            mb[k].requested_size = bl[j].requested ? bl[j].requested : bl[j].size;
+            mb[k].stack = bl[j].stack;
+            mb[k].state = bl[j].pending ? MEMTRACE_BLOCK_ACTIVE_PENDING_FREE
+                                        : MEMTRACE_BLOCK_ACTIVE_ALLOCATED;
+            s.allocated_size += bl[j].pending ? 0 : mb[k].size;
+            s.active_size += mb[k].size;
+            s.requested_size += mb[k].requested_size;
+            k++;
+        }
+        s.nblocks = k;
+        s.blocks = mb;
+        em_segment(x, rp->r, &s);
+    }
+out:
+    free(segs);
+    free(bl);
+    free(mb);
+}
+
+/* The first read: devices, annotations, what is left out, and the segments (from the
+ * latest STATE, or from the replay's live tables when the file has none). */
+static int scan(struct xp *x, int32_t *maxdev, uint64_t *nannot, struct mt_export_stats *st,
+                struct memtrace_errinfo *err, json_t **meta)
+{
+    struct mt_replay *rp;
+    int rc = mt_replay_open(&rp, x->path, NULL, err);
+    if (rc)
+        return rc;
+    mt_export_wallclock(rp->r, &x->clock);
+    while ((rc = mt_replay_next(rp)) == 1) {
+        const struct memtrace_event *ev = &rp->ev;
+        if (ev->action == MEMTRACE_ANNOTATE)
+            ++*nannot;
+        else if (!in_trace(ev->action) || ev->device < 0)
+            st->left_out++;
+        else if (ev->device > *maxdev)
+            *maxdev = ev->device;
+    }
+    st->events = rp->events;
+    if (rc < 0) {
+        rc = mt_export_reader_failed(rp->r, x->path, rc, err);
+        mt_replay_close(rp);
+        return rc;
+    }
+    st->truncated = mt_replay_truncated(rp);
+    struct memtrace_reader *r = rp->r;
+    *meta = json_loads(memtrace_reader_meta(r), 0, NULL);
+    size_t n = memtrace_reader_segment_count(r);
+    for (size_t i = 0; i < n; i++) {
+        const struct memtrace_segment *s = memtrace_reader_segment(r, i);
+        if (s->device > *maxdev)
+            *maxdev = s->device;
+    }
+    em_key(&x->e, "segments");
+    em_open(&x->e, 0);
+    for (size_t i = 0; i < n; i++) {
+        const struct memtrace_segment *s = memtrace_reader_segment(r, i);
+        if (s->device >= 0)
+            em_segment(x, r, s);
+    }
+    if (n == 0)
+        em_live_segments(x, rp);
+    em_close(&x->e, 0);
+    mt_replay_close(rp);
+    return 0;
+}
+
+/* A second or later read: one device's trace, or the annotations (device < 0). */
+static int pass(struct xp *x, int32_t device, struct mt_export_stats *st,
+                struct memtrace_errinfo *err)
 {
     struct memtrace_reader *r;
     int rc = memtrace_reader_open(&r, x->path, err);
     if (rc)
         return rc;
-    if (what == PASS_SCAN)
-        mt_export_wallclock(r, &x->clock);
     struct memtrace_event ev;
     while ((rc = memtrace_reader_next(r, &ev)) == 1) {
-        if (what == PASS_SCAN) {
-            st->events++;
-            if (ev.action == MEMTRACE_ANNOTATE)
-                ++*nannot;
-            else if (!in_trace(ev.action) || ev.device < 0)
-                st->left_out++;
-            else if (ev.device > *maxdev)
-                *maxdev = ev.device;
-        } else if (what == PASS_DEVICE) {
+        if (device >= 0) {
             if (ev.device == device && in_trace(ev.action)) {
                 em_entry(x, r, &ev);
                 st->written++;
@@ -441,31 +547,10 @@ static int pass(struct xp *x, int what, int32_t device, int32_t *maxdev, uint64_
                 em_annotation(x, r, &ev, "END");
         }
     }
-    if (rc < 0) {
+    if (rc < 0)
         rc = mt_export_reader_failed(r, x->path, rc, err);
-        memtrace_reader_close(r);
-        return rc;
-    }
-    if (what == PASS_SCAN) {
-        st->truncated = memtrace_reader_truncated(r);
-        *meta = json_loads(memtrace_reader_meta(r), 0, NULL);
-        size_t n = memtrace_reader_segment_count(r);
-        for (size_t i = 0; i < n; i++) {
-            const struct memtrace_segment *s = memtrace_reader_segment(r, i);
-            if (s->device > *maxdev)
-                *maxdev = s->device;
-        }
-        em_key(&x->e, "segments");
-        em_open(&x->e, 0);
-        for (size_t i = 0; i < n; i++) {
-            const struct memtrace_segment *s = memtrace_reader_segment(r, i);
-            if (s->device >= 0)
-                em_segment(x, r, s);
-        }
-        em_close(&x->e, 0);
-    }
     memtrace_reader_close(r);
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_stats *st,
@@ -484,14 +569,14 @@ int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_
     int32_t maxdev = -1;
     uint64_t nannot = 0;
     json_t *meta = NULL;
-    int rc = pass(x, PASS_SCAN, 0, &maxdev, &nannot, st, err, &meta);
+    int rc = scan(x, &maxdev, &nannot, st, err, &meta);
     if (rc)
         goto out;
     em_key(&x->e, "device_traces");
     em_open(&x->e, 0);
     for (int32_t d = 0; d <= maxdev; d++) {
         em_open(&x->e, 0);
-        if ((rc = pass(x, PASS_DEVICE, d, NULL, NULL, st, err, NULL)))
+        if ((rc = pass(x, d, st, err)))
             goto out;
         em_close(&x->e, 0);
     }
@@ -499,7 +584,7 @@ int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_
     if (nannot) {
         em_key(&x->e, "external_annotations");
         em_open(&x->e, 0);
-        if ((rc = pass(x, PASS_ANNOT, 0, NULL, NULL, st, err, NULL)))
+        if ((rc = pass(x, -1, st, err)))
             goto out;
         em_close(&x->e, 0);
     }

@@ -91,6 +91,40 @@ static void write_known(const char *path)
     cli_check(mt_writer_end(w, "{\"events\": 13}"), "mt_writer_end");
 }
 
+/* A file without a STATE chunk: the segments come from the replay's live tables. */
+static void no_state(const char *path, const char *json_path)
+{
+    struct memtrace_event ev[4];
+    ev[0] = mk(MEMTRACE_SEGMENT_ALLOC, 100, 0, 0x200000, 1 << 20, 0);
+    ev[0].pool = 1;
+    ev[1] = mk(MEMTRACE_ALLOC, 200, 0, 0x200000, 256, 0);
+    ev[2] = mk(MEMTRACE_ALLOC, 300, 0, 0x200100, 512, 0);
+    ev[3] = mk(MEMTRACE_FREE_REQUESTED, 400, 0, 0x200100, 512, 0);
+    struct mt_writer *w;
+    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_events(w, ev, 4), "mt_writer_events");
+    cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
+    const char *args[] = {"export", "--format", "pytorch-json", "-o", json_path, path, NULL};
+    struct cli_out r = cli_run(args);
+    is_int(0, r.status, "no state: export exits 0");
+    cli_free(&r);
+    json_t *j = json_load_file(json_path, 0, NULL);
+    json_t *segs = json_object_get(j, "segments");
+    is_int(1, (long long)json_array_size(segs), "no state: the live segment is listed");
+    json_t *s0 = json_array_get(segs, 0);
+    json_t *b = json_object_get(s0, "blocks");
+    ok(json_array_size(b) == 3 && cli_int(json_array_get(b, 0), "size") == 256 &&
+           cli_int(json_array_get(b, 1), "size") == 512 &&
+           cli_int(json_array_get(b, 2), "size") == (1 << 20) - 768,
+       "no state: its live blocks and the free rest, in address order");
+    ok(strcmp(json_string_value(cli_get(json_array_get(b, 1), "state")), "active_pending_free") ==
+               0 &&
+           strcmp(json_string_value(cli_get(s0, "segment_type")), "small") == 0 &&
+           cli_int(s0, "allocated_size") == 256 && cli_int(s0, "active_size") == 768,
+       "no state: pending block, small pool, allocated and active sizes");
+    json_decref(j);
+}
+
 static int have_python(void)
 {
     return system("command -v python3 >/dev/null 2>&1") == 0;
@@ -183,7 +217,7 @@ static void check_speedscope(const char *path)
 
 int main(void)
 {
-    plan(32);
+    plan(36);
     cli_scratch();
     char *file = strdup(cli_path("known.memtrace"));
     write_known(file);
@@ -244,6 +278,7 @@ int main(void)
     is_int(1, r.status, "a missing file exits 1");
     is_int(1, cli_lines(r.err), "with one line on stderr");
     cli_free(&r);
+    no_state(cli_path("nostate.memtrace"), cli_path("nostate.json"));
     free(file);
     return exit_status();
 }

@@ -9,6 +9,7 @@
 Exit status 0 when every check holds; failures are printed one per line."""
 import json
 import pickle
+import pickletools
 import sys
 
 fails = []
@@ -26,6 +27,26 @@ def load(path):
         if head == b"\x80":
             return pickle.load(f)
         return json.load(f)
+
+
+# The opcodes MemoryViz's own pickle reader (torch/utils/viz/MemoryViz.js) knows,
+# protocols 2 to 4: a pickle for it may use no other.
+MEMORYVIZ_OPS = {"PROTO", "FRAME", "STOP", "MARK", "EMPTY_DICT", "EMPTY_LIST",
+                 "EMPTY_TUPLE", "DICT", "LIST", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
+                 "SETITEM", "SETITEMS", "APPEND", "APPENDS", "NONE", "NEWTRUE",
+                 "NEWFALSE", "BININT", "BININT1", "BININT2", "LONG1", "BINFLOAT",
+                 "SHORT_BINUNICODE", "BINUNICODE", "MEMOIZE", "BINPUT", "LONG_BINPUT",
+                 "BINGET", "LONG_BINGET"}
+
+
+def memoryviz_opcodes(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:1] != b"\x80":
+        return
+    check(data[1] <= 4, "protocol %d: MemoryViz reads 2 to 4" % data[1])
+    used = {op.name for op, _, _ in pickletools.genops(data)}
+    check(used <= MEMORYVIZ_OPS, "opcodes MemoryViz cannot read: %s" % sorted(used - MEMORYVIZ_OPS))
 
 
 def norm(x):
@@ -49,6 +70,7 @@ F_LIB = {"filename": "libtorch.so", "line": 0, "name": "libtorch.so+0x40"}
 
 
 def snapshot(path):
+    memoryviz_opcodes(path)
     s = load(path)
     check(isinstance(s, dict), "top level is a dict")
     for key in ("segments", "device_traces", "allocator_settings", "external_annotations"):
@@ -137,6 +159,7 @@ def perfetto(path):
 
 
 def compare(orig, new):
+    memoryviz_opcodes(new)
     a, b = load(orig), load(new)
     check(norm(a["segments"]) == norm(b["segments"]), "segments and blocks differ")
     ta, tb = a["device_traces"], b["device_traces"]
