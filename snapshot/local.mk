@@ -6,7 +6,10 @@ noinst_LTLIBRARIES += libmemtrace_snapshot.la
 libmemtrace_snapshot_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
 libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/reader.c \
 	snapshot/format.h snapshot/names.c snapshot/addrtab.c snapshot/addrtab.h \
-	snapshot/replay.c snapshot/replay.h
+	snapshot/replay.c snapshot/replay.h \
+	snapshot/pickle.c snapshot/pickle.h \
+	snapshot/import.h snapshot/import_intern.c snapshot/import_pytorch.c snapshot/import_merge.c \
+	snapshot/export.h snapshot/export.c snapshot/export_pytorch.c snapshot/export_trace.c
 libmemtrace_snapshot_la_LIBADD = $(JANSSON_LIBS) $(ZLIB_LIBS)
 SNAPSHOT_LIBS = libmemtrace_snapshot.la $(JANSSON_LIBS) $(ZLIB_LIBS)
 include_HEADERS += snapshot/memtrace_snapshot.h
@@ -52,3 +55,4 @@ tests_replay_replay_t_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"
 tests_replay_replay_t_LDADD = $(SNAPSHOT_LIBS)
 tests_replay_gen_replay_cases_LDADD = $(SNAPSHOT_LIBS)
 EXTRA_DIST += tests/replay
+EXTRA_DIST += docs/PYTORCH.md

@@ -11,7 +11,10 @@ memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c
 	viewer/peak.c \
 	viewer/leaks.c \
 	viewer/top.c \
-	viewer/flamegraph.c
+	viewer/flamegraph.c \
+	viewer/export.c \
+	viewer/import.c \
+	viewer/merge.c
 memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
@@ -24,7 +27,10 @@ VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
 	tests/viewer/leaks-t \
 	tests/viewer/top-t \
 	tests/viewer/flamegraph-t \
-	tests/viewer/files-t
+	tests/viewer/files-t \
+	tests/viewer/export-t \
+	tests/viewer/import-t \
+	tests/viewer/merge-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -50,3 +56,10 @@ tests_viewer_flamegraph_t_SOURCES = tests/viewer/flamegraph-t.c tests/viewer/cli
 tests_viewer_flamegraph_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_viewer_files_t_SOURCES = tests/viewer/files-t.c tests/viewer/cli-util.h
 tests_viewer_files_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_export_t_SOURCES = tests/viewer/export-t.c tests/viewer/cli-util.h
+tests_viewer_export_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_import_t_SOURCES = tests/viewer/import-t.c tests/viewer/cli-util.h
+tests_viewer_import_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_merge_t_SOURCES = tests/viewer/merge-t.c tests/viewer/cli-util.h
+tests_viewer_merge_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_DIST += tests/viewer/pytorch-check.py

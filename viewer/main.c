@@ -22,6 +22,10 @@ static const struct mt_cmd commands[] = {
     {"timeline", mt_cmd_timeline, "allocated, reserved and device memory over time: chart, csv"},
     {"stats", mt_cmd_stats, "allocator statistics as PyTorch's memory_stats() names them"},
     {"flamegraph", mt_cmd_flamegraph, "folded stacks or an SVG flame graph of a cost"},
+    {"export", mt_cmd_export,
+     "write a file as a PyTorch snapshot, Perfetto, speedscope, folded, CSV"},
+    {"import", mt_cmd_import, "convert a PyTorch memory snapshot (pickle or JSON) to .memtrace"},
+    {"merge", mt_cmd_merge, "merge files of several ranks or processes into one"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 

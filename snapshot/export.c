@@ -1,0 +1,281 @@
+/* export.c: the export dispatcher, what the exporters share, and the two line
+ * formats: folded stacks and CSV.
+ *
+ * Folded stacks are flamegraph.pl's input: one line per stack, its frames outermost
+ * first joined by ';', a space, and the stack's cost (bytes allocated in total, from
+ * the replay's per-stack tallies). Frame names lose ';' and line breaks (each becomes
+ * ':' or ' ') since those separate frames and lines. CSV is one line per event in
+ * file order, with a header line, as RFC 4180 (strings quoted when they hold a comma,
+ * a quote or a line break). */
+#include "config.h"
+
+#include "export.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "memtrace.h"
+#include "replay.h"
+
+static const char *const format_names[MT_EXPORT_COUNT] = {
+    "pytorch-pickle", "pytorch-json", "perfetto", "speedscope", "folded", "csv",
+};
+
+int mt_export_format_from_name(const char *name)
+{
+    for (int k = 0; k < MT_EXPORT_COUNT; k++)
+        if (strcmp(name, format_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+const char *mt_export_format_name(int format)
+{
+    return format >= 0 && format < MT_EXPORT_COUNT ? format_names[format] : NULL;
+}
+
+const char *mt_export_frame_name(char *buf, size_t size, const struct memtrace_frame *fr)
+{
+    if (!fr)
+        return "";
+    if (fr->symbol[0])
+        return fr->symbol;
+    if (fr->module[0])
+        snprintf(buf, size, "%s+0x%" PRIx64, fr->module, fr->offset);
+    else if (fr->ip)
+        snprintf(buf, size, "0x%" PRIx64, fr->ip);
+    else
+        return "";
+    return buf;
+}
+
+const char *mt_export_frame_file(const struct memtrace_frame *fr)
+{
+    if (!fr)
+        return "";
+    return fr->file[0] ? fr->file : fr->module;
+}
+
+void mt_export_json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", out);
+            break;
+        case '\\':
+            fputs("\\\\", out);
+            break;
+        case '\n':
+            fputs("\\n", out);
+            break;
+        case '\r':
+            fputs("\\r", out);
+            break;
+        case '\t':
+            fputs("\\t", out);
+            break;
+        default:
+            if (*p < 0x20)
+                fprintf(out, "\\u%04x", *p);
+            else
+                fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+int mt_export_reader_failed(struct memtrace_reader *r, const char *path, int rc,
+                            struct memtrace_errinfo *err)
+{
+    const struct memtrace_errinfo *re = r ? memtrace_reader_error(r) : NULL;
+    if (re && re->code) {
+        *err = *re;
+        return re->code;
+    }
+    err->code = rc;
+    snprintf(err->text, sizeof(err->text), "%s: %s", path, memtrace_strerror(rc));
+    return rc;
+}
+
+void mt_export_wallclock(struct memtrace_reader *r, struct mt_wallclock *c)
+{
+    memset(c, 0, sizeof(*c));
+    json_t *meta = json_loads(memtrace_reader_meta(r), 0, NULL);
+    json_t *w = json_object_get(meta, "start_time_ns");
+    json_t *m = json_object_get(meta, "start_monotonic_ns");
+    if (json_is_integer(w) && json_integer_value(w) > 0) {
+        c->have = 1;
+        c->wall0 = (uint64_t)json_integer_value(w);
+        c->mono0 = json_is_integer(m) ? (uint64_t)json_integer_value(m) : 0;
+    }
+    json_decref(meta);
+}
+
+static int out_failed(FILE *out, const char *path, struct memtrace_errinfo *err)
+{
+    if (fflush(out) == 0 && !ferror(out))
+        return 0;
+    err->code = MEMTRACE_EIO;
+    snprintf(err->text, sizeof(err->text), "cannot write the export of %s: %s", path,
+             strerror(errno));
+    return MEMTRACE_EIO;
+}
+
+/* A frame name fit for a folded line. */
+static void folded_frame(FILE *out, const char *s)
+{
+    for (; *s; s++)
+        fputc(*s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s, out);
+}
+
+static int export_folded(const char *path, FILE *out, struct mt_export_stats *st,
+                         struct memtrace_errinfo *err)
+{
+    struct mt_replay *rp;
+    int rc = mt_replay_open(&rp, path, NULL, err);
+    if (rc)
+        return rc;
+    rc = mt_replay_run(rp);
+    st->events = rp->events;
+    st->truncated = mt_replay_truncated(rp);
+    if (rc) {
+        rc = mt_export_reader_failed(rp->r, path, rc, err);
+        mt_replay_close(rp);
+        return rc;
+    }
+    uint32_t cap = 64, *frames = malloc(cap * sizeof(*frames));
+    for (size_t s = 0; frames && s < rp->block_stacks.n; s++) {
+        const struct mt_tally *t = &rp->block_stacks.t[s];
+        if (t->alloc_bytes == 0)
+            continue;
+        int depth = memtrace_reader_stack(rp->r, (uint32_t)s, frames, (int)cap);
+        if ((uint32_t)depth > cap) {
+            uint32_t *f = realloc(frames, (size_t)depth * sizeof(*f));
+            if (!f)
+                break;
+            frames = f;
+            cap = (uint32_t)depth;
+            depth = memtrace_reader_stack(rp->r, (uint32_t)s, frames, (int)cap);
+        }
+        if (depth == 0)
+            fputs("[no stack]", out);
+        for (int k = depth - 1; k >= 0; k--) {
+            char buf[64];
+            const char *name =
+                mt_export_frame_name(buf, sizeof(buf), memtrace_reader_frame(rp->r, frames[k]));
+            folded_frame(out, name[0] ? name : "[unknown]");
+            if (k)
+                fputc(';', out);
+        }
+        fprintf(out, " %" PRIu64 "\n", t->alloc_bytes);
+        st->written++;
+    }
+    if (!frames) {
+        mt_replay_close(rp);
+        err->code = MEMTRACE_ENOMEM;
+        snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
+        return MEMTRACE_ENOMEM;
+    }
+    free(frames);
+    mt_replay_close(rp);
+    return out_failed(out, path, err);
+}
+
+static void csv_str(FILE *out, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static int export_csv(const char *path, FILE *out, struct mt_export_stats *st,
+                      struct memtrace_errinfo *err)
+{
+    struct memtrace_reader *r;
+    int rc = memtrace_reader_open(&r, path, err);
+    if (rc)
+        return rc;
+    fputs("index,time_ns,action,device,stream,addr,size,requested_size,pool,tid,stack,"
+          "category,source,aux\n",
+          out);
+    struct memtrace_event ev;
+    while ((rc = memtrace_reader_next(r, &ev)) == 1) {
+        const char *a = memtrace_action_name(ev.action);
+        char abuf[16];
+        if (!a) {
+            snprintf(abuf, sizeof(abuf), "%u", ev.action);
+            a = abuf;
+        }
+        fprintf(out,
+                "%" PRIu64 ",%" PRIu64 ",%s,%" PRId32 ",%" PRIu64 ",0x%" PRIx64 ",%" PRIu64
+                ",%" PRIu64 ",%" PRId32 ",%" PRIu32 ",%" PRIu32 ",",
+                st->events, ev.time_ns, a, ev.device, ev.stream, ev.addr, ev.size,
+                ev.requested_size, ev.pool, ev.tid, ev.stack);
+        csv_str(out, memtrace_reader_string(r, ev.category));
+        fputc(',', out);
+        csv_str(out, memtrace_reader_string(r, ev.source));
+        fprintf(out, ",%" PRIu64 "\n", ev.aux);
+        st->events++;
+        st->written++;
+    }
+    if (rc < 0) {
+        rc = mt_export_reader_failed(r, path, rc, err);
+        memtrace_reader_close(r);
+        return rc;
+    }
+    st->truncated = memtrace_reader_truncated(r);
+    memtrace_reader_close(r);
+    return out_failed(out, path, err);
+}
+
+int mt_export(const char *path, int format, FILE *out, struct mt_export_stats *st,
+              struct memtrace_errinfo *err)
+{
+    struct mt_export_stats s0;
+    struct memtrace_errinfo e0;
+    if (!st)
+        st = &s0;
+    if (!err)
+        err = &e0;
+    memset(st, 0, sizeof(*st));
+    memset(err, 0, sizeof(*err));
+    int rc;
+    switch (format) {
+    case MT_EXPORT_PYTORCH_PICKLE:
+    case MT_EXPORT_PYTORCH_JSON:
+        rc = mt_export_pytorch(path, format == MT_EXPORT_PYTORCH_PICKLE, out, st, err);
+        break;
+    case MT_EXPORT_PERFETTO:
+        rc = mt_export_perfetto(path, out, st, err);
+        break;
+    case MT_EXPORT_SPEEDSCOPE:
+        rc = mt_export_speedscope(path, out, st, err);
+        break;
+    case MT_EXPORT_FOLDED:
+        rc = export_folded(path, out, st, err);
+        break;
+    case MT_EXPORT_CSV:
+        rc = export_csv(path, out, st, err);
+        break;
+    default:
+        err->code = rc = MEMTRACE_EINVAL;
+        snprintf(err->text, sizeof(err->text), "unknown export format %d", format);
+    }
+    if (rc == 0)
+        rc = out_failed(out, path, err);
+    return rc;
+}

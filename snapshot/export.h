@@ -1,0 +1,74 @@
+/* export.h: .memtrace files into other tools' formats (internal).
+ *
+ * Every export streams: it reads the file as events come (through the replay model
+ * where it needs levels or per-stack figures) and writes as it goes, keeping memory in
+ * proportion to live blocks, distinct stacks and frames, never to events. The PyTorch
+ * exports read the file once per device plus twice (a device trace is one list in
+ * the output, and events of several devices interleave in the file). */
+#ifndef MEMTRACE_EXPORT_H
+#define MEMTRACE_EXPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "memtrace_snapshot.h"
+
+enum mt_export_format {
+    MT_EXPORT_PYTORCH_PICKLE,
+    MT_EXPORT_PYTORCH_JSON,
+    MT_EXPORT_PERFETTO,
+    MT_EXPORT_SPEEDSCOPE,
+    MT_EXPORT_FOLDED,
+    MT_EXPORT_CSV,
+    MT_EXPORT_COUNT
+};
+
+/* The format named name ("pytorch-pickle", "pytorch-json", "perfetto", "speedscope",
+ * "folded", "csv"), or -1. */
+int mt_export_format_from_name(const char *name);
+const char *mt_export_format_name(int format);
+
+struct mt_export_stats {
+    uint64_t events;   /* events read */
+    uint64_t written;  /* entries written (trace entries, trace events, lines) */
+    uint64_t left_out; /* events the format has no place for (host memory in a PyTorch
+                          snapshot, counters, ...) */
+    int truncated;     /* the input ended without its end record */
+};
+
+/* Exports the .memtrace file at path to out in format. Returns 0, or a negative
+ * MEMTRACE_E* code with err->text one line naming the file and the problem
+ * (MEMTRACE_EIO: out could not be written). */
+int mt_export(const char *path, int format, FILE *out, struct mt_export_stats *st,
+              struct memtrace_errinfo *err);
+
+/* Parts shared by the exporters (export.c). */
+int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_stats *st,
+                      struct memtrace_errinfo *err);
+int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
+                       struct memtrace_errinfo *err);
+int mt_export_speedscope(const char *path, FILE *out, struct mt_export_stats *st,
+                         struct memtrace_errinfo *err);
+/* A frame's name and file as the exports show them: the symbol, else
+ * "module+0xOFFSET", else "0xIP" when the frame has an address, else ""; the file,
+ * else the module. */
+const char *mt_export_frame_name(char *buf, size_t size, const struct memtrace_frame *fr);
+const char *mt_export_frame_file(const struct memtrace_frame *fr);
+/* Writes s as a JSON string literal. */
+void mt_export_json_str(FILE *out, const char *s);
+/* Copies the reader's error (or a generic one) into err and returns its code. */
+int mt_export_reader_failed(struct memtrace_reader *r, const char *path, int rc,
+                            struct memtrace_errinfo *err);
+/* Wall-clock ns of an event's monotonic time, from the metadata's clock pair (the
+ * time itself when the metadata has none). */
+struct mt_wallclock {
+    uint64_t wall0, mono0;
+    int have;
+};
+void mt_export_wallclock(struct memtrace_reader *r, struct mt_wallclock *c);
+static inline uint64_t mt_export_wall(const struct mt_wallclock *c, uint64_t t)
+{
+    return c->have ? c->wall0 + (t - c->mono0) : t;
+}
+
+#endif

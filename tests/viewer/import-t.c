@@ -1,0 +1,334 @@
+/* import-t.c: `memtrace import` of PyTorch snapshots: the real one in ../shared (every
+ * count, and a round trip through the pickle export compared by Python), a JSON
+ * snapshot with known contents, integers wider than int64, and hostile, truncated and
+ * corrupt inputs (one line, exit 1, nothing run). */
+#include "config.h"
+
+#include <inttypes.h>
+
+#include "cli-util.h"
+#include "memtrace_snapshot.h"
+#include "pickle.h"
+
+struct counts {
+    uint64_t action[MEMTRACE_ACTION_COUNT];
+    uint64_t events;
+    size_t segments, blocks;
+};
+
+static int read_counts(const char *path, struct counts *c)
+{
+    memset(c, 0, sizeof(*c));
+    struct memtrace_reader *r;
+    if (memtrace_reader_open(&r, path, NULL) != 0)
+        return -1;
+    struct memtrace_event ev;
+    while (memtrace_reader_next(r, &ev) == 1) {
+        c->events++;
+        if (ev.action < MEMTRACE_ACTION_COUNT)
+            c->action[ev.action]++;
+    }
+    c->segments = memtrace_reader_segment_count(r);
+    for (size_t i = 0; i < c->segments; i++)
+        c->blocks += memtrace_reader_segment(r, i)->nblocks;
+    memtrace_reader_close(r);
+    return 0;
+}
+
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n)
+        bail_out("cannot write a test input");
+    fclose(f);
+}
+
+static struct cli_out import(const char *in, const char *out)
+{
+    const char *args[] = {"import", in, "-o", out, NULL};
+    return cli_run(args);
+}
+
+static int exists(const char *p)
+{
+    return access(p, F_OK) == 0;
+}
+
+static void real_snapshot(void)
+{
+    const char *src = getenv("top_srcdir");
+    char orig[1024];
+    snprintf(orig, sizeof(orig), "%s/../shared/data/pytorch-snapshots/eor-training.pickle",
+             src && *src ? src : ".");
+    if (!exists(orig)) {
+        skip(10,
+             "the real snapshot ../shared/data/pytorch-snapshots/eor-training.pickle is absent");
+        return;
+    }
+    const char *out = cli_path("eor.memtrace");
+    struct cli_out r = import(orig, out);
+    is_int(0, r.status, "real snapshot: import exits 0");
+    cli_free(&r);
+    struct counts c;
+    ok(read_counts(out, &c) == 0, "real snapshot: the output reads");
+    is_int(1935, (long long)c.action[MEMTRACE_ALLOC], "real snapshot: alloc");
+    is_int(1926, (long long)c.action[MEMTRACE_FREE_REQUESTED], "real snapshot: free_requested");
+    is_int(1926, (long long)c.action[MEMTRACE_FREE_COMPLETED], "real snapshot: free_completed");
+    is_int(7, (long long)c.action[MEMTRACE_SEGMENT_ALLOC], "real snapshot: segment_alloc");
+    is_int(9, (long long)c.action[MEMTRACE_SNAPSHOT], "real snapshot: snapshot");
+    is_int(10, (long long)c.segments, "real snapshot: 10 segments");
+    const char *back = cli_path("eor.pickle");
+    const char *args[] = {"export", "--format", "pytorch-pickle", "-o", back, out, NULL};
+    r = cli_run(args);
+    is_int(0, r.status, "real snapshot: export to pytorch-pickle exits 0");
+    cli_free(&r);
+    if (system("command -v python3 >/dev/null 2>&1") != 0) {
+        skip(1, "python3 is not installed");
+        return;
+    }
+    char cmd[3072];
+    snprintf(cmd, sizeof(cmd), "python3 '%s/tests/viewer/pytorch-check.py' compare '%s' '%s' 1>&2",
+             src && *src ? src : ".", orig, back);
+    int st = system(cmd);
+    is_int(0, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+           "real snapshot: Python finds every segment, block and trace entry again");
+}
+
+static const char known_json[] =
+    "{\"segments\": [{\"device\": 1, \"address\": 4096, \"total_size\": 2097152,"
+    " \"allocated_size\": 512, \"active_size\": 512, \"requested_size\": 500, \"stream\": 7,"
+    " \"segment_type\": \"small\", \"segment_pool_id\": [0, 0], \"is_expandable\": false,"
+    " \"frames\": [], \"blocks\": [{\"size\": 512, \"requested_size\": 500,"
+    " \"state\": \"active_allocated\", \"frames\": [{\"filename\": \"a.py\", \"line\": 3,"
+    " \"name\": \"f\"}, {\"filename\": \"b.py\", \"line\": 9, \"name\": \"main\"}]},"
+    " {\"size\": 2096640, \"requested_size\": 0, \"state\": \"inactive\", \"frames\": []}]}],"
+    " \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 8192, \"size\": 64, \"stream\": 0,"
+    " \"time_us\": 100, \"frames\": [{\"filename\": \"a.py\", \"line\": 3, \"name\": \"f\"},"
+    " {\"filename\": \"b.py\", \"line\": 9, \"name\": \"main\"}]},"
+    " {\"action\": \"oom\", \"size\": 1048576, \"stream\": 0, \"device_free\": 77,"
+    " \"time_us\": 300, \"frames\": []}],"
+    " [{\"action\": \"segment_alloc\", \"addr\": 4096, \"size\": 2097152, \"stream\": 7,"
+    " \"time_us\": 200, \"frames\": []}, {\"action\": \"teleport\", \"time_us\": 250}]],"
+    " \"allocator_settings\": {\"expandable_segments\": false},"
+    " \"external_annotations\": [{\"name\": \"fwd\", \"stage\": \"START\", \"device\": 0,"
+    " \"time_us\": 150}, {\"name\": \"fwd\", \"stage\": \"END\", \"device\": 0,"
+    " \"time_us\": 350}], \"custom\": 5}";
+
+static void known(void)
+{
+    const char *in = cli_path("known.json");
+    const char *out = cli_path("known.memtrace");
+    write_bytes(in, known_json, sizeof(known_json) - 1);
+    struct cli_out r = import(in, out);
+    is_int(0, r.status, "JSON: import exits 0");
+    ok(strstr(r.err, "1 trace entries") != NULL, "JSON: the unknown action is reported skipped");
+    cli_free(&r);
+    struct memtrace_reader *rd;
+    if (memtrace_reader_open(&rd, out, NULL) != 0)
+        bail_out("the imported file does not read");
+    /* merged by time: alloc 100, fwd 150, segment_alloc 200, oom 300, fwd 350 */
+    static const int want_action[5] = {MEMTRACE_ALLOC, MEMTRACE_ANNOTATE, MEMTRACE_SEGMENT_ALLOC,
+                                       MEMTRACE_OOM, MEMTRACE_ANNOTATE};
+    static const int want_dev[5] = {0, 0, 1, 0, 0};
+    struct memtrace_event ev[6];
+    int n = 0;
+    while (n < 6 && memtrace_reader_next(rd, &ev[n]) == 1)
+        n++;
+    is_int(5, n, "JSON: 5 events");
+    int order = 1;
+    for (int k = 0; k < 5 && k < n; k++)
+        order &= ev[k].action == want_action[k] && ev[k].device == want_dev[k];
+    ok(order, "JSON: device traces and annotations interleaved by time, devices by position");
+    is_int(100000, (long long)ev[0].time_ns, "JSON: time_us becomes ns");
+    is_int(8192, (long long)ev[0].addr, "JSON: alloc addr");
+    is_int(77, (long long)ev[3].aux, "JSON: oom device_free kept");
+    is_int(MEMTRACE_ANNOTATE_PUSH, (long long)ev[1].aux, "JSON: START is a push");
+    is_string("fwd", memtrace_reader_string(rd, ev[4].category), "JSON: annotation name");
+    uint32_t fr[4];
+    int depth = memtrace_reader_stack(rd, ev[0].stack, fr, 4);
+    is_int(2, depth, "JSON: the alloc's stack has 2 frames");
+    const struct memtrace_frame *f0 = memtrace_reader_frame(rd, fr[0]);
+    ok(f0 && strcmp(f0->symbol, "f") == 0 && strcmp(f0->file, "a.py") == 0 && f0->line == 3,
+       "JSON: innermost frame f at a.py:3");
+    is_int(1, (long long)memtrace_reader_segment_count(rd), "JSON: one segment");
+    const struct memtrace_segment *s = memtrace_reader_segment(rd, 0);
+    ok(s && s->device == 1 && s->stream == 7 && !s->is_large && s->nblocks == 2 &&
+           s->blocks[1].addr == 4096 + 512 && s->blocks[0].stack == ev[0].stack,
+       "JSON: segment fields, block addresses from sizes, block stacks");
+    json_t *meta = json_loads(memtrace_reader_meta(rd), 0, NULL);
+    ok(json_is_false(cli_get(meta, "allocator_settings.expandable_segments")) &&
+           cli_int(meta, "pytorch_snapshot.custom") == 5 &&
+           json_array_size(cli_get(meta, "pytorch_snapshot.external_annotations")) == 2,
+       "JSON: allocator_settings, annotations and other keys kept in the metadata");
+    json_decref(meta);
+    memtrace_reader_close(rd);
+}
+
+/* A snapshot pickle with one alloc at addr, by the writer under test's sibling. */
+static void write_pickle(const char *path, uint64_t addr, int wide)
+{
+    FILE *f = fopen(path, "wb");
+    struct mt_pkw w;
+    mt_pkw_begin(&w, f);
+    mt_pkw_dict(&w);
+    mt_pkw_str(&w, "device_traces");
+    mt_pkw_list(&w);
+    mt_pkw_list(&w);
+    mt_pkw_dict(&w);
+    mt_pkw_str(&w, "action");
+    mt_pkw_str(&w, "alloc");
+    mt_pkw_str(&w, "addr");
+    if (wide) { /* LONG1 of 9 bytes: 2^64 + 1 */
+        static const unsigned char big[] = {0x8a, 9, 1, 0, 0, 0, 0, 0, 0, 0, 1};
+        fwrite(big, 1, sizeof(big), f);
+    } else
+        mt_pkw_uint(&w, addr);
+    mt_pkw_str(&w, "size");
+    mt_pkw_int(&w, 512);
+    mt_pkw_close(&w);
+    mt_pkw_close(&w);
+    mt_pkw_close(&w);
+    mt_pkw_close(&w);
+    mt_pkw_end(&w);
+    fclose(f);
+}
+
+static void wide_integers(void)
+{
+    const char *in = cli_path("wide.pickle"), *out = cli_path("wide.memtrace");
+    uint64_t addr = (1ull << 63) + 5;
+    write_pickle(in, addr, 0);
+    struct cli_out r = import(in, out);
+    is_int(0, r.status, "an address in [2^63, 2^64) imports");
+    cli_free(&r);
+    struct memtrace_reader *rd;
+    struct memtrace_event ev;
+    memset(&ev, 0, sizeof(ev));
+    if (memtrace_reader_open(&rd, out, NULL) == 0) {
+        memtrace_reader_next(rd, &ev);
+        memtrace_reader_close(rd);
+    }
+    ok(ev.addr == addr, "and keeps every bit: 0x%" PRIx64, ev.addr);
+    write_pickle(in, 0, 1);
+    r = import(in, out);
+    is_int(1, r.status, "an address wider than 64 bits exits 1");
+    ok(strstr(r.err, "wider than 64 bits") && cli_lines(r.err) == 1, "with one line: %s", r.err);
+    cli_free(&r);
+}
+
+static void hostile(void)
+{
+    const char *marker = cli_path("marker");
+    const char *out = cli_path("evil.memtrace");
+    char cmd[600];
+    int n = snprintf(cmd, sizeof(cmd), "touch %s", marker);
+    /* protocol 2: GLOBAL os.system, the command, TUPLE1, REDUCE */
+    unsigned char p[700];
+    size_t k = 0;
+    memcpy(p + k,
+           "\x80\x02"
+           "cos\nsystem\n",
+           13);
+    k += 13;
+    p[k++] = 'X';
+    for (int b = 0; b < 4; b++)
+        p[k++] = (unsigned char)(n >> (8 * b));
+    memcpy(p + k, cmd, (size_t)n);
+    k += (size_t)n;
+    memcpy(p + k, "\x85R.", 3);
+    k += 3;
+    const char *in = cli_path("evil.pickle");
+    write_bytes(in, p, k);
+    struct cli_out r = import(in, out);
+    is_int(1, r.status, "GLOBAL/REDUCE pickle: exit 1");
+    ok(strstr(r.err, "GLOBAL at offset 2") && strstr(r.err, "refused") && cli_lines(r.err) == 1,
+       "GLOBAL/REDUCE pickle: one line naming the opcode and offset: %s", r.err);
+    ok(!exists(marker), "GLOBAL/REDUCE pickle: the command did not run");
+    ok(!exists(out), "GLOBAL/REDUCE pickle: no output file");
+    cli_free(&r);
+    /* protocol 4: STACK_GLOBAL after two strings */
+    static const unsigned char sg[] = "\x80\x04\x8c\x02os\x8c\x06system\x93\x8c\x04true\x85R.";
+    write_bytes(in, sg, sizeof(sg) - 1);
+    r = import(in, out);
+    ok(r.status == 1 && strstr(r.err, "STACK_GLOBAL at offset 14") && cli_lines(r.err) == 1,
+       "STACK_GLOBAL pickle: refused with one line: %s", r.err);
+    cli_free(&r);
+}
+
+static void broken(void)
+{
+    const char *in = cli_path("cut.pickle"), *out = cli_path("cut.memtrace");
+    write_pickle(in, 4096, 0);
+    FILE *f = fopen(in, "rb");
+    unsigned char buf[256];
+    size_t len = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    write_bytes(in, buf, len / 2);
+    struct cli_out r = import(in, out);
+    ok(r.status == 1 && cli_lines(r.err) == 1 && strstr(r.err, "truncated"),
+       "truncated pickle: exit 1, one line: %s", r.err);
+    cli_free(&r);
+    buf[len - 1] = 0xff; /* an opcode no pickle of data has, in place of STOP */
+    write_bytes(in, buf, len);
+    r = import(in, out);
+    ok(r.status == 1 && cli_lines(r.err) == 1 && strstr(r.err, "opcode 0xff"),
+       "corrupt pickle: exit 1, one line: %s", r.err);
+    cli_free(&r);
+    const char *js = cli_path("cut.json");
+    write_bytes(js, known_json, 40);
+    r = import(js, out);
+    ok(r.status == 1 && cli_lines(r.err) == 1 && strstr(r.err, "bad JSON"),
+       "truncated JSON: exit 1, one line: %s", r.err);
+    cli_free(&r);
+    write_bytes(js, "hello", 5);
+    r = import(js, out);
+    ok(r.status == 1 && cli_lines(r.err) == 1 && strstr(r.err, "not a PyTorch"),
+       "neither pickle nor JSON: exit 1, one line");
+    cli_free(&r);
+}
+
+/* The reader's own limits, through its API. */
+static void limits(void)
+{
+    json_t *j = NULL;
+    struct mt_pickle_error e;
+    /* EMPTY_LIST, BINPUT 0, BINGET 0, APPEND: a list inside itself */
+    static const unsigned char cyc[] = {0x80, 2, ']', 'q', 0, 'h', 0, 'a', '.'};
+    is_int(MEMTRACE_EFORMAT, mt_pickle_load(cyc, sizeof(cyc), &j, &e),
+           "a list appended to itself is refused");
+    /* a list inside a list that is then changed: [[x]] then x's list gets itself */
+    static const unsigned char cyc2[] = {0x80, 2, ']', 'q', 0, ']', 'q', 1,
+                                         'h',  0, 'a', 'h', 1, 'a', '.'};
+    is_int(MEMTRACE_EFORMAT, mt_pickle_load(cyc2, sizeof(cyc2), &j, &e),
+           "a cycle through two lists is refused");
+    /* 100 lists, each appended to the one below: 100 deep */
+    unsigned char deep[2 * 100 + 4];
+    size_t k = 0;
+    deep[k++] = 0x80;
+    deep[k++] = 2;
+    for (int d = 0; d < 100; d++)
+        deep[k++] = ']';
+    for (int d = 0; d < 99; d++)
+        deep[k++] = 'a';
+    deep[k++] = '.';
+    int rc = mt_pickle_load(deep, k, &j, &e);
+    ok(rc == MEMTRACE_EFORMAT && strstr(e.text, "deeper than 64"), "nesting past 64 is refused: %s",
+       e.text);
+    static const unsigned char okp[] = {0x80, 2, '}', '(', 0x8c, 1, 'k', 'K', 7, 'u', '.'};
+    rc = mt_pickle_load(okp, sizeof(okp), &j, &e);
+    ok(rc == 0 && cli_int(j, "k") == 7, "a plain dict reads");
+    json_decref(j);
+}
+
+int main(void)
+{
+    plan(41);
+    cli_scratch();
+    real_snapshot();
+    known();
+    wide_integers();
+    hostile();
+    broken();
+    limits();
+    return exit_status();
+}

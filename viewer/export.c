@@ -1,0 +1,87 @@
+/* export.c: `memtrace export --format FMT [-o OUT] FILE`: a .memtrace file in another
+ * tool's format (snapshot/export*.c does the work). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "export.h"
+
+static const char *format;
+static const char *output;
+
+static const struct mt_opt export_opts[] = {
+    MT_OPTION_STRING('f', "format", &format, "FMT",
+                     "pytorch-pickle, pytorch-json, perfetto, speedscope, folded or csv"),
+    MT_OPTION_STRING('o', "output", &output, "OUT", "write to OUT instead of standard output"),
+    MT_OPTION_END,
+};
+
+static const struct mt_help export_help = {
+    "export",
+    "memtrace export --format FMT [-o OUT] FILE",
+    "Writes a .memtrace file in another tool's format, reading it as a stream:\n"
+    "  pytorch-pickle  PyTorch's memory snapshot, pickled (protocol 4): opens in\n"
+    "                  MemoryViz (pytorch.org/memory_viz) and torch/cuda/_memory_viz.py\n"
+    "  pytorch-json    the same snapshot as JSON\n"
+    "  perfetto        Chrome trace event JSON for ui.perfetto.dev: a memory counter\n"
+    "                  track per device (allocated, reserved, used) and block slices\n"
+    "  speedscope      speedscope's JSON: bytes allocated, and bytes live at the peak,\n"
+    "                  by stack\n"
+    "  folded          folded stacks for flamegraph.pl: frames outermost first joined\n"
+    "                  by ';', a space, the bytes allocated\n"
+    "  csv             one line per event, with a header line\n"
+    "PyTorch snapshots hold device memory only: host-memory and counter events are\n"
+    "left out (the count is reported); docs/PYTORCH.md has the mapping.",
+    export_opts,
+    0,
+};
+
+int mt_cmd_export(int argc, char **argv)
+{
+    char *pos[argc + 1];
+    int npos;
+    format = output = NULL;
+    int rc = mt_options_parse(argc, argv, &export_help, pos, &npos);
+    if (rc != 0)
+        return rc < 0 ? MT_EXIT_OK : rc;
+    if (!format)
+        return mt_usage_error("export", "'export' needs --format FMT");
+    int fmt = mt_export_format_from_name(format);
+    if (fmt < 0)
+        return mt_usage_error("export",
+                              "unknown format '%s' (pytorch-pickle, pytorch-json, perfetto, "
+                              "speedscope, folded, csv)",
+                              format);
+    if (npos != 1)
+        return mt_usage_error("export", npos ? "'export' takes one FILE" : "'export' needs a FILE");
+    FILE *out = stdout;
+    int to_file = output && strcmp(output, "-") != 0;
+    if (to_file && !(out = fopen(output, "wb"))) {
+        mt_error("cannot create %s: %s", output, strerror(errno));
+        return MT_EXIT_FAIL;
+    }
+    struct mt_export_stats st;
+    struct memtrace_errinfo err;
+    rc = mt_export(pos[0], fmt, out, &st, &err);
+    if (to_file && fclose(out) != 0 && rc == 0) {
+        err.code = rc = MEMTRACE_EIO;
+        snprintf(err.text, sizeof(err.text), "cannot write %s: %s", output, strerror(errno));
+    }
+    if (rc != 0) {
+        mt_error("%s", err.text);
+        if (to_file)
+            remove(output);
+        return MT_EXIT_FAIL;
+    }
+    if (st.truncated)
+        mt_error("warning: %s is truncated; exported the %llu events before the cut", pos[0],
+                 (unsigned long long)st.events);
+    if (st.left_out && (fmt == MT_EXPORT_PYTORCH_PICKLE || fmt == MT_EXPORT_PYTORCH_JSON))
+        mt_error("note: %llu events have no place in a PyTorch snapshot (host memory, counters) "
+                 "and were left out",
+                 (unsigned long long)st.left_out);
+    return MT_EXIT_OK;
+}

@@ -1,0 +1,57 @@
+/* import.c: `memtrace import SNAPSHOT -o OUT.memtrace`: a PyTorch memory snapshot
+ * (pickle or JSON, told apart by content) into a .memtrace file. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "cli.h"
+#include "import.h"
+
+static const char *output;
+
+static const struct mt_opt import_opts[] = {
+    MT_OPTION_STRING('o', "output", &output, "OUT", "the .memtrace file to write (required)"),
+    MT_OPTION_END,
+};
+
+static const struct mt_help import_help = {
+    "import",
+    "memtrace import SNAPSHOT -o OUT.memtrace",
+    "Converts a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot()'s pickle,\n"
+    "or the same dict as JSON) into a .memtrace file: device_traces become events\n"
+    "(frames become stacks), segments and blocks the final state, and\n"
+    "allocator_settings, external_annotations and any other keys the metadata;\n"
+    "annotations with times also become annotate events. The pickle is read by a\n"
+    "reader that knows plain data only: a pickle that would import or call anything\n"
+    "is refused before anything is read. docs/PYTORCH.md has the mapping.",
+    import_opts,
+    0,
+};
+
+int mt_cmd_import(int argc, char **argv)
+{
+    char *pos[argc + 1];
+    int npos;
+    output = NULL;
+    int rc = mt_options_parse(argc, argv, &import_help, pos, &npos);
+    if (rc != 0)
+        return rc < 0 ? MT_EXIT_OK : rc;
+    if (npos != 1)
+        return mt_usage_error("import", npos ? "'import' takes one SNAPSHOT"
+                                             : "'import' needs a SNAPSHOT file");
+    if (!output)
+        return mt_usage_error("import", "'import' needs -o OUT.memtrace");
+    struct mt_import_stats st;
+    struct memtrace_errinfo err;
+    if (mt_import_pytorch(pos[0], output, &st, &err) != 0) {
+        mt_error("%s", err.text);
+        return MT_EXIT_FAIL;
+    }
+    printf("%s: %llu events from %llu device traces, %llu segments, %llu blocks -> %s\n", pos[0],
+           (unsigned long long)st.events, (unsigned long long)st.devices,
+           (unsigned long long)st.segments, (unsigned long long)st.blocks, output);
+    if (st.skipped)
+        mt_error("note: %llu trace entries with actions memtrace does not know were skipped",
+                 (unsigned long long)st.skipped);
+    return MT_EXIT_OK;
+}

@@ -1,0 +1,52 @@
+/* merge.c: `memtrace merge -o OUT FILE...`: one multi-device file from the files of
+ * several ranks or processes (snapshot/import_merge.c does the work). */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "cli.h"
+#include "import.h"
+
+static const char *output;
+
+static const struct mt_opt merge_opts[] = {
+    MT_OPTION_STRING('o', "output", &output, "OUT", "the merged .memtrace file (required)"),
+    MT_OPTION_END,
+};
+
+static const struct mt_help merge_help = {
+    "merge",
+    "memtrace merge -o OUT FILE...",
+    "Merges .memtrace files (one per rank or process) into one multi-device file.\n"
+    "Events are interleaved by time, on the wall clock when every file's metadata\n"
+    "carries one. Device numbers are kept when every file has a distinct rank and\n"
+    "the files use different devices; otherwise they are renumbered file after file\n"
+    "(in rank order when every file has a rank, else in the order given). The\n"
+    "metadata lists the sources (path, rank, host, pid, device offset).",
+    merge_opts,
+    0,
+};
+
+int mt_cmd_merge(int argc, char **argv)
+{
+    char *pos[argc + 1];
+    int npos;
+    output = NULL;
+    int rc = mt_options_parse(argc, argv, &merge_help, pos, &npos);
+    if (rc != 0)
+        return rc < 0 ? MT_EXIT_OK : rc;
+    if (!output)
+        return mt_usage_error("merge", "'merge' needs -o OUT");
+    if (npos < 1)
+        return mt_usage_error("merge", "'merge' needs at least one FILE");
+    struct mt_merge_stats st;
+    struct memtrace_errinfo err;
+    if (mt_merge((const char *const *)pos, (size_t)npos, output, &st, &err) != 0) {
+        mt_error("%s", err.text);
+        return MT_EXIT_FAIL;
+    }
+    printf("%d files, %llu events -> %s (devices %s, times %s)\n", npos,
+           (unsigned long long)st.events, output, st.renumbered ? "renumbered" : "kept",
+           st.aligned ? "on the wall clock" : "as recorded");
+    return MT_EXIT_OK;
+}
