@@ -23,6 +23,7 @@ enum { MT_EXIT_OK = 0, MT_EXIT_FAIL = 1, MT_EXIT_USAGE = 2 };
 int mt_cmd_info(int argc, char **argv);
 int mt_cmd_summary(int argc, char **argv);
 int mt_cmd_run(int argc, char **argv);
+int mt_cmd_diff(int argc, char **argv);
 
 /* The headline figures of a file by the replay `memtrace summary` uses, for other
  * commands' closing lines. Returns an MT_EXIT_* status, having reported a problem. */

@@ -15,6 +15,7 @@ struct mt_cmd {
 static const struct mt_cmd commands[] = {
     {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
     {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
+    {"diff", mt_cmd_diff, "compare two files, or two points of one, stack by stack"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 
