@@ -2,3 +2,9 @@
 # described in BENCHMARKS.md. Other areas add theirs in their own fragments.
 noinst_PROGRAMS += bench/recorder_bench
 bench_recorder_bench_LDADD = libmemtrace.la
+# bench/workload and bench/analysis_bench.sh: the analysis commands against
+# heaptrack_print on one workload (BENCHMARKS.md, "Analysis commands").
+noinst_PROGRAMS += bench/workload
+bench_workload_LDADD = libmemtrace.la
+bench_workload_LDFLAGS = -no-install
+EXTRA_DIST += bench/analysis_bench.sh
