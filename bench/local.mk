@@ -7,3 +7,9 @@ bench_recorder_bench_LDADD = libmemtrace.la
 noinst_PROGRAMS += bench/python_bench
 bench_python_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 bench_python_bench_LDFLAGS = $(AM_LDFLAGS) -export-dynamic
+# bench/workload and bench/analysis_bench.sh: the analysis commands against
+# heaptrack_print on one workload (BENCHMARKS.md, "Analysis commands").
+noinst_PROGRAMS += bench/workload
+bench_workload_LDADD = libmemtrace.la
+bench_workload_LDFLAGS = -no-install
+EXTRA_DIST += bench/analysis_bench.sh

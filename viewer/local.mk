@@ -14,7 +14,8 @@ memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c
 	viewer/flamegraph.c \
 	viewer/export.c \
 	viewer/import.c \
-	viewer/merge.c
+	viewer/merge.c \
+	viewer/diff.c
 memtrace_LDADD = $(SNAPSHOT_LIBS)
 dist_man_MANS += docs/memtrace.1
 
@@ -30,7 +31,8 @@ VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
 	tests/viewer/files-t \
 	tests/viewer/export-t \
 	tests/viewer/import-t \
-	tests/viewer/merge-t
+	tests/viewer/merge-t \
+	tests/viewer/diff-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -63,3 +65,5 @@ tests_viewer_import_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_viewer_merge_t_SOURCES = tests/viewer/merge-t.c tests/viewer/cli-util.h
 tests_viewer_merge_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_DIST += tests/viewer/pytorch-check.py
+tests_viewer_diff_t_SOURCES = tests/viewer/diff-t.c tests/viewer/cli-util.h
+tests_viewer_diff_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

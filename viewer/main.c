@@ -21,6 +21,7 @@ static const struct mt_cmd commands[] = {
     {"segments", mt_cmd_segments, "the segment map at a point: blocks, free gaps, fragmentation"},
     {"timeline", mt_cmd_timeline, "allocated, reserved and device memory over time: chart, csv"},
     {"stats", mt_cmd_stats, "allocator statistics as PyTorch's memory_stats() names them"},
+    {"diff", mt_cmd_diff, "compare two files, or two points of one, stack by stack"},
     {"flamegraph", mt_cmd_flamegraph, "folded stacks or an SVG flame graph of a cost"},
     {"export", mt_cmd_export,
      "write a file as a PyTorch snapshot, Perfetto, speedscope, folded, CSV"},
