@@ -275,16 +275,17 @@
                 return m * p;
         return 1024 * p;
     }
-    function axes(ctx, W, H, top, view) {
+    function axes(ctx, W, H, top, view, base) {
+        base = base || 0;
         ctx.fillStyle = '#333';
         ctx.strokeStyle = '#ccc';
         ctx.font = '11px sans-serif';
         ctx.textAlign = 'right';
         ctx.textBaseline = 'middle';
-        if (top > 0) {
-            const step = niceBytesStep(top, 6);
-            for (let b = 0; b <= top; b += step) {
-                const y = MARGIN.top + H - (b / top) * (H - 1);
+        if (top > base) {
+            const step = niceBytesStep(top - base, 6);
+            for (let b = Math.ceil(base / step) * step; b <= top; b += step) {
+                const y = MARGIN.top + H - ((b - base) / (top - base)) * (H - 1);
                 ctx.fillText(fmtBytes(b), MARGIN.left - 6, y);
                 ctx.beginPath();
                 ctx.moveTo(MARGIN.left - 3, y + 0.5);
@@ -369,9 +370,9 @@
         S.tl.match = S.match;
         const r = S.tl.render(S.view, W, H, px, 0xffffffff);
         ctx.putImageData(img, MARGIN.left, MARGIN.top);
-        axes(ctx, W, H, r.top, S.view);
+        axes(ctx, W, H, r.top, S.view, r.base);
         drawMarkers(ctx, W, H);
-        lastFrame = { W, H, scale: r.scale, top: r.top, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated };
+        lastFrame = { W, H, scale: r.scale, top: r.top, base: r.base, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated };
         drawMinimap();
         S.renderMs = performance.now() - started;
         c.dataset.drawn = String(r.drawn);
@@ -442,6 +443,30 @@
         writeHash();
     }
 
+    /* Shift+wheel: zoom the bytes axis around the pointer; out past the whole range
+     * returns to fitting the tallest column. */
+    function zoomBytesAt(clientY, factor) {
+        if (!lastFrame || lastFrame.scale === 0)
+            return;
+        const rect = $('timeline').getBoundingClientRect();
+        const fy = Math.min(1, Math.max(0, (lastFrame.H - (clientY - rect.top - MARGIN.top)) / lastFrame.H));
+        const lo = lastFrame.base, hi = lastFrame.top;
+        const at = lo + fy * (hi - lo), span = (hi - lo) * factor;
+        let yMin = at - fy * span, yMax = at + (1 - fy) * span;
+        if (yMin < 0) {
+            yMax -= yMin;
+            yMin = 0;
+        }
+        if (factor > 1 && span >= S.tl.levels(S.view, lastFrame.W).max.reduce((a, b) => Math.max(a, b), 0)) {
+            delete S.view.yMin;
+            delete S.view.yMax;
+        } else {
+            S.view.yMin = yMin;
+            S.view.yMax = Math.max(yMax, yMin + 1);
+        }
+        redraw();
+    }
+
     function hitAt(clientX, clientY) {
         if (!lastFrame)
             return null;
@@ -450,7 +475,7 @@
         const y = clientY - rect.top - MARGIN.top;
         if (x < 0 || x >= lastFrame.W || y < 0 || y >= lastFrame.H || lastFrame.scale === 0)
             return null;
-        const bytes = (lastFrame.H - y) / lastFrame.scale;
+        const bytes = lastFrame.base + (lastFrame.H - y) / lastFrame.scale;
         const h = S.tl.hit(S.view, lastFrame.W, x, bytes, lastFrame.scale, lastFrame.levels);
         if (h)
             h.time = S.view.t0 + ((x + 1) * (S.view.t1 - S.view.t0)) / lastFrame.W;
@@ -793,7 +818,10 @@
             if (!S.model)
                 return;
             e.preventDefault();
-            zoomAt(e.clientX, Math.pow(1.0015, e.deltaY));
+            if (e.shiftKey)
+                zoomBytesAt(e.clientY, Math.pow(1.0015, e.deltaY || e.deltaX));
+            else
+                zoomAt(e.clientX, Math.pow(1.0015, e.deltaY));
         }, { passive: false });
         let drag = null;
         c.addEventListener('mousedown', (e) => {
@@ -851,6 +879,8 @@
                 return;
             S.view.t0 = 0;
             S.view.t1 = Math.max(1, S.model.t_max - S.model.t_min);
+            delete S.view.yMin;
+            delete S.view.yMax;
             redraw();
             writeHash();
         });
@@ -897,10 +927,10 @@
             const t = tAbs - S.model.t_min;
             return {
                 x: rect.left + MARGIN.left + ((t - S.view.t0) / (S.view.t1 - S.view.t0)) * lastFrame.W,
-                y: rect.top + MARGIN.top + lastFrame.H - bytes * lastFrame.scale,
+                y: rect.top + MARGIN.top + lastFrame.H - (bytes - lastFrame.base) * lastFrame.scale,
             };
         },
-        frame: () => lastFrame && { W: lastFrame.W, H: lastFrame.H, top: lastFrame.top, drawn: lastFrame.drawn, aggregated: lastFrame.aggregated },
+        frame: () => lastFrame && { W: lastFrame.W, H: lastFrame.H, top: lastFrame.top, base: lastFrame.base, drawn: lastFrame.drawn, aggregated: lastFrame.aggregated },
         timings: () => ({ loadMs: S.loadMs, firstDrawMs: S.firstDrawMs, renderMs: S.renderMs }),
         setView(t0, t1) {
             S.view.t0 = t0;

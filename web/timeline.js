@@ -269,9 +269,11 @@ function memtraceTimelineFactory() {
             for (let x = 0; x < W; x++)
                 if (lv.max[x] > top)
                     top = lv.max[x];
+            /* A vertical zoom (view.yMin, view.yMax) shows that range of bytes. */
+            const base = view.yMax ? view.yMin || 0 : 0;
             if (view.yMax)
                 top = view.yMax;
-            const scale = top > 0 ? (H - 1) / top : 0;
+            const scale = top > base ? (H - 1) / (top - base) : 0;
             pixels.fill(bg);
             const ix = this.index, c = this.m.blocks, dev = view.device;
             const dt = (view.t1 - view.t0) / W;
@@ -281,7 +283,7 @@ function memtraceTimelineFactory() {
             let drawn = 0, aggregated = 0;
             const fill = (x, y0, y1, color) => {
                 /* y in bytes from the bottom; rows from the top */
-                let r0 = H - Math.round(y1 * scale), r1 = H - Math.round(y0 * scale);
+                let r0 = H - Math.round((y1 - base) * scale), r1 = H - Math.round((y0 - base) * scale);
                 if (r0 < 0)
                     r0 = 0;
                 if (r1 > H)
@@ -319,7 +321,7 @@ function memtraceTimelineFactory() {
                 if (lv.max[x] > y)
                     fill(x, y, lv.max[x], PALE);
             }
-            return { scale, top, levels: lv, drawn, aggregated };
+            return { scale, top, base, levels: lv, drawn, aggregated };
         }
 
         /* What is under pixel column x at byte level bytes: {kind: 'block', id},
