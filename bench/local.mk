@@ -13,3 +13,8 @@ noinst_PROGRAMS += bench/workload
 bench_workload_LDADD = libmemtrace.la
 bench_workload_LDFLAGS = -no-install
 EXTRA_DIST += bench/analysis_bench.sh
+# A training-loop .memtrace of N events for the web viewer's scale runs
+# (bench/web_bench.mjs, BENCHMARKS.md "Web viewer").
+noinst_PROGRAMS += bench/gen_trace
+bench_gen_trace_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_DIST += bench/web_bench.mjs

@@ -1,0 +1,947 @@
+/* app.js: the viewer page: loading (file picker, drag and drop, ?file=URL), the
+ * views, hover and pinning, zoom and pan, and the view kept in the URL's hash.
+ *
+ * Every string that comes from a file reaches the page through textContent or
+ * canvas text, never as HTML. */
+(function () {
+    'use strict';
+    const $ = (id) => document.getElementById(id);
+    const Timeline = globalThis.MemtraceTimeline;
+    const Format = globalThis.MemtraceFormat;
+
+    const S = {
+        model: null, info: null, tl: null, segTl: null,
+        view: { t0: 0, t1: 1, device: null },
+        tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null,
+        renderMs: 0, loadStart: 0, loadMs: 0, firstDrawMs: 0,
+    };
+    const MARGIN = { left: 78, right: 12, top: 16, bottom: 26 };
+
+    /* ---------- formatting ---------- */
+    function fmtBytes(b) {
+        const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+        let i = 0, v = Math.abs(b);
+        while (v >= 1024 && i < u.length - 1) {
+            v /= 1024;
+            i++;
+        }
+        return (b < 0 ? '-' : '') + (i === 0 ? String(v) : v.toFixed(1)) + ' ' + u[i];
+    }
+    function fmtTime(ns) {
+        const a = Math.abs(ns);
+        if (a >= 1e9)
+            return (ns / 1e9).toFixed(a >= 1e11 ? 0 : 3) + ' s';
+        if (a >= 1e6)
+            return (ns / 1e6).toFixed(a >= 1e8 ? 0 : 2) + ' ms';
+        if (a >= 1e3)
+            return (ns / 1e3).toFixed(1) + ' us';
+        return ns.toFixed(0) + ' ns';
+    }
+    function hex(n) {
+        return '0x' + (typeof n === 'bigint' ? n.toString(16) : Math.round(n).toString(16));
+    }
+    function el(tag, text, cls) {
+        const e = document.createElement(tag);
+        if (text !== undefined && text !== null)
+            e.textContent = String(text);
+        if (cls)
+            e.className = cls;
+        return e;
+    }
+    function frameText(f) {
+        let s = f.symbol || (f.module ? `${f.module}+${hex(f.offset)}` : hex(f.ip));
+        if (f.file)
+            s += ` (${f.file}${f.line ? ':' + f.line : ''})`;
+        return s;
+    }
+    function stackOf(stack, max) {
+        return Format.stackFrames(S.info, stack, max);
+    }
+    function str(id) {
+        return (S.info && S.info.strings[id]) || '';
+    }
+
+    /* ---------- loading ---------- */
+    let worker = null, jobId = 0;
+    function workerSource() {
+        /* Function.prototype.toString gives each module's exact source. */
+        return [memtraceFormatFactory, memtracePickleFactory, memtraceReplayFactory, memtraceWorkerMain]
+            .map(String).join('\n') +
+            '\nmemtraceWorkerMain(self, memtraceFormatFactory(), memtracePickleFactory(), memtraceReplayFactory());\n';
+    }
+    function getWorker() {
+        if (worker === null) {
+            const url = URL.createObjectURL(new Blob([workerSource()], { type: 'text/javascript' }));
+            worker = new Worker(url);
+        }
+        return worker;
+    }
+
+    function setState(s) {
+        document.body.dataset.state = s;
+    }
+    function showMessage(text, kind) {
+        const m = $('message');
+        m.textContent = text;
+        m.className = kind || '';
+        m.hidden = !text;
+    }
+    function progress(done, total, phase) {
+        $('progress').hidden = false;
+        const f = total > 0 ? done / total : 0;
+        $('progress-bar').style.width = (100 * f).toFixed(1) + '%';
+        $('progress-text').textContent = `${phase} ${(100 * f).toFixed(0)}%`;
+    }
+
+    async function loadBytes(name, buffer) {
+        S.loadStart = performance.now();
+        setState('loading');
+        showMessage('');
+        $('file-name').textContent = name;
+        progress(0, buffer.byteLength, 'reading');
+        const id = ++jobId;
+        const w = getWorker();
+        const result = await new Promise((resolve) => {
+            w.onmessage = (msg) => {
+                const d = msg.data;
+                if (d.id !== id)
+                    return;
+                if (d.type === 'progress')
+                    progress(d.done, d.total, d.phase);
+                else
+                    resolve(d);
+            };
+            w.postMessage({ id, name, bytes: buffer }, [buffer]);
+        });
+        $('progress').hidden = true;
+        if (result.type === 'error') {
+            setState('error');
+            showMessage(`${name}: ${result.message}`, 'error');
+            return;
+        }
+        S.loadMs = performance.now() - S.loadStart;
+        open(result.model, result.info);
+    }
+
+    async function loadFile(file) {
+        loadBytes(file.name, await file.arrayBuffer());
+    }
+
+    async function loadUrl(url) {
+        try {
+            setState('loading');
+            const r = await fetch(url);
+            if (!r.ok)
+                throw new Error(`HTTP ${r.status}`);
+            const name = decodeURIComponent(url.split('/').pop() || url);
+            await loadBytes(name, await r.arrayBuffer());
+        } catch (e) {
+            setState('error');
+            showMessage(`cannot fetch ${url}: ${e.message}` +
+                (location.protocol === 'file:' ? ' (pages opened from file:// may not fetch; open the file with the picker)' : ''), 'error');
+        }
+    }
+
+    /* ---------- opening a model ---------- */
+    function open(model, info) {
+        S.model = model;
+        S.info = info;
+        S.tl = new Timeline.Timeline(model);
+        S.segTl = new Timeline.Timeline({ blocks: model.segs, blockOps: model.segOps, t_min: model.t_min,
+            t_max: model.t_max });
+        S.pinned = null;
+        S.at = null;
+        const dev = $('device');
+        dev.textContent = '';
+        const devices = model.devices.length ? model.devices : [0];
+        for (const d of devices) {
+            const o = el('option', d < 0 ? 'host' : `device ${d}`);
+            o.value = String(d);
+            dev.appendChild(o);
+        }
+        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0] };
+        readHash();
+        dev.value = String(S.view.device);
+        $('drop').hidden = true;
+        const msgs = [];
+        if (info.error)
+            msgs.push(`${info.name}: ${info.error.message}; showing the ${info.events} events before it`);
+        else if (info.truncated)
+            msgs.push(`${info.name} is truncated (no end record): showing its ${info.events} events`);
+        if (model.wide)
+            msgs.push(`${model.wide} events hold values past 2^53, shown rounded`);
+        showMessage(msgs.join('. '), msgs.length ? 'warning' : '');
+        fillInfo();
+        fillLegend();
+        showTab(S.tab);
+        S.firstDrawMs = performance.now() - S.loadStart;
+        setState('ready');
+    }
+
+    /* ---------- the URL keeps the view ---------- */
+    function readHash() {
+        const h = new URLSearchParams(location.hash.slice(1));
+        const num = (k) => (h.has(k) && isFinite(Number(h.get(k))) ? Number(h.get(k)) : null);
+        const t0 = num('t0'), t1 = num('t1'), dev = num('dev');
+        if (t0 !== null && t1 !== null && t1 > t0)
+            Object.assign(S.view, { t0, t1 });
+        if (dev !== null && S.model && S.model.devices.includes(dev))
+            S.view.device = dev;
+        if (h.get('color') === 'category' || h.get('color') === 'stack') {
+            $('color-by').value = h.get('color');
+            S.tl.setColorBy(h.get('color'));
+        }
+        if (['timeline', 'reserved', 'attime', 'peak', 'info'].includes(h.get('view')))
+            S.tab = h.get('view');
+        if (h.has('q')) {
+            $('search').value = h.get('q');
+            setSearch(h.get('q'));
+        }
+    }
+    let hashTimer = 0;
+    function writeHash() {
+        clearTimeout(hashTimer);
+        hashTimer = setTimeout(() => {
+            const h = new URLSearchParams();
+            h.set('view', S.tab);
+            h.set('t0', String(Math.round(S.view.t0)));
+            h.set('t1', String(Math.round(S.view.t1)));
+            h.set('dev', String(S.view.device));
+            h.set('color', $('color-by').value);
+            if (S.search)
+                h.set('q', S.search);
+            history.replaceState(null, '', '#' + h.toString());
+        }, 150);
+    }
+
+    /* ---------- tabs ---------- */
+    function showTab(tab) {
+        S.tab = tab;
+        for (const b of document.querySelectorAll('#tabs button'))
+            b.classList.toggle('active', b.dataset.view === tab);
+        for (const v of document.querySelectorAll('.view'))
+            v.hidden = v.id !== 'view-' + tab;
+        hideTooltip();
+        draw();
+        writeHash();
+    }
+
+    function draw() {
+        if (!S.model)
+            return;
+        if (S.tab === 'timeline')
+            drawTimeline();
+        else if (S.tab === 'reserved')
+            drawReserved();
+        else if (S.tab === 'attime')
+            drawAtTime();
+        else if (S.tab === 'peak')
+            fillPeak();
+    }
+    let frameRequested = false;
+    function redraw() {
+        if (frameRequested)
+            return;
+        frameRequested = true;
+        requestAnimationFrame(() => {
+            frameRequested = false;
+            draw();
+        });
+    }
+
+    /* ---------- canvas helpers ---------- */
+    function sizeCanvas(c, h) {
+        const w = Math.max(200, Math.floor(c.parentElement.clientWidth));
+        if (c.width !== w)
+            c.width = w;
+        if (h && c.height !== h)
+            c.height = h;
+        return c.getContext('2d');
+    }
+    function niceStep(range, n) {
+        const raw = range / n, p = Math.pow(10, Math.floor(Math.log10(raw)));
+        for (const m of [1, 2, 5, 10])
+            if (raw <= m * p)
+                return m * p;
+        return 10 * p;
+    }
+    function niceBytesStep(top, n) {
+        const raw = top / n;
+        let p = 1;
+        while (p * 1024 <= raw)
+            p *= 1024;
+        for (const m of [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
+            if (raw <= m * p)
+                return m * p;
+        return 1024 * p;
+    }
+    function axes(ctx, W, H, top, view, base) {
+        base = base || 0;
+        ctx.fillStyle = '#333';
+        ctx.strokeStyle = '#ccc';
+        ctx.font = '11px sans-serif';
+        ctx.textAlign = 'right';
+        ctx.textBaseline = 'middle';
+        if (top > base) {
+            const step = niceBytesStep(top - base, 6);
+            for (let b = Math.ceil(base / step) * step; b <= top; b += step) {
+                const y = MARGIN.top + H - ((b - base) / (top - base)) * (H - 1);
+                ctx.fillText(fmtBytes(b), MARGIN.left - 6, y);
+                ctx.beginPath();
+                ctx.moveTo(MARGIN.left - 3, y + 0.5);
+                ctx.lineTo(MARGIN.left, y + 0.5);
+                ctx.stroke();
+            }
+        }
+        ctx.textAlign = 'center';
+        ctx.textBaseline = 'top';
+        const span = view.t1 - view.t0, step = niceStep(span, Math.max(2, W / 110));
+        for (let t = Math.ceil(view.t0 / step) * step; t <= view.t1; t += step) {
+            const x = MARGIN.left + ((t - view.t0) / span) * W;
+            ctx.fillText(fmtTime(t), x, MARGIN.top + H + 6);
+            ctx.beginPath();
+            ctx.moveTo(x + 0.5, MARGIN.top + H);
+            ctx.lineTo(x + 0.5, MARGIN.top + H + 4);
+            ctx.stroke();
+        }
+    }
+    function xOfTime(t, W) {
+        return MARGIN.left + ((t - S.view.t0) / (S.view.t1 - S.view.t0)) * W;
+    }
+    function drawMarkers(ctx, W, H) {
+        /* Annotations: ranges (push/pop) and marks, names as canvas text. */
+        const anns = S.model.annotations, t0 = S.model.t_min;
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(MARGIN.left, 0, W, MARGIN.top + H);
+        ctx.clip();
+        ctx.font = '11px sans-serif';
+        ctx.textAlign = 'left';
+        ctx.textBaseline = 'top';
+        const open = [];
+        for (const a of anns) {
+            const x = xOfTime(a.time - t0, W);
+            if (a.kind === 0)
+                open.push(a);
+            if (x < MARGIN.left - 1 || x > MARGIN.left + W + 1)
+                continue;
+            ctx.strokeStyle = a.kind === 1 ? '#7a5cc0' : '#5c2fc0';
+            ctx.setLineDash(a.kind === 2 ? [2, 3] : a.kind === 1 ? [5, 3] : []);
+            ctx.beginPath();
+            ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
+            ctx.lineTo(Math.round(x) + 0.5, MARGIN.top + H);
+            ctx.stroke();
+            ctx.fillStyle = '#5c2fc0';
+            ctx.fillText((a.kind === 1 ? 'end ' : '') + str(a.name), x + 3, 2);
+        }
+        ctx.setLineDash([]);
+        const f = S.model.figures.allocated;
+        if (f.peak_time_ns !== null) {
+            const x = xOfTime(f.peak_time_ns - t0, W);
+            ctx.strokeStyle = '#c0392b';
+            ctx.beginPath();
+            ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
+            ctx.lineTo(Math.round(x) + 0.5, MARGIN.top + H);
+            ctx.stroke();
+        }
+        if (S.at !== null) {
+            const x = xOfTime(S.at, W);
+            ctx.strokeStyle = '#111';
+            ctx.setLineDash([3, 3]);
+            ctx.beginPath();
+            ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
+            ctx.lineTo(Math.round(x) + 0.5, MARGIN.top + H);
+            ctx.stroke();
+            ctx.setLineDash([]);
+        }
+        ctx.restore();
+    }
+
+    /* ---------- the active memory timeline ---------- */
+    let lastFrame = null;
+    function drawTimeline() {
+        const started = performance.now();
+        const c = $('timeline');
+        const ctx = sizeCanvas(c, Math.max(300, Math.min(640, window.innerHeight - 260)));
+        const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
+        ctx.clearRect(0, 0, c.width, c.height);
+        const img = ctx.createImageData(W, H);
+        const px = new Uint32Array(img.data.buffer);
+        S.tl.match = S.match;
+        const r = S.tl.render(S.view, W, H, px, 0xffffffff);
+        ctx.putImageData(img, MARGIN.left, MARGIN.top);
+        axes(ctx, W, H, r.top, S.view, r.base);
+        drawMarkers(ctx, W, H);
+        lastFrame = { W, H, scale: r.scale, top: r.top, base: r.base, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated };
+        drawMinimap();
+        S.renderMs = performance.now() - started;
+        c.dataset.drawn = String(r.drawn);
+        c.dataset.aggregated = String(r.aggregated);
+        if (S.pinned)
+            showTooltipFor(S.pinned.hit, S.pinned.x, S.pinned.y, true);
+    }
+
+    let mini = null;
+    function drawMinimap() {
+        const c = $('minimap');
+        const ctx = sizeCanvas(c, 48);
+        const W = c.width - MARGIN.left - MARGIN.right, H = c.height - 4;
+        if (!mini || mini.W !== W || mini.device !== S.view.device)
+            mini = { W, device: S.view.device, max: Timeline.overview(S.tl, S.view.device, W) };
+        ctx.clearRect(0, 0, c.width, c.height);
+        let top = 0;
+        for (const v of mini.max)
+            top = Math.max(top, v);
+        ctx.fillStyle = '#8aa4c8';
+        for (let x = 0; x < W; x++) {
+            const h = top > 0 ? (mini.max[x] / top) * H : 0;
+            ctx.fillRect(MARGIN.left + x, 2 + H - h, 1, h);
+        }
+        const span = Math.max(1, S.model.t_max - S.model.t_min);
+        const x0 = MARGIN.left + (S.view.t0 / span) * W, x1 = MARGIN.left + (S.view.t1 / span) * W;
+        ctx.fillStyle = 'rgba(40, 80, 160, 0.18)';
+        ctx.fillRect(x0, 0, Math.max(2, x1 - x0), c.height);
+        ctx.strokeStyle = '#28509f';
+        ctx.strokeRect(x0 + 0.5, 0.5, Math.max(2, x1 - x0), c.height - 1);
+    }
+
+    function clampView() {
+        const span = Math.max(1, S.model.t_max - S.model.t_min);
+        let { t0, t1 } = S.view;
+        const min = Math.min(span, 1000);
+        if (t1 - t0 < min) {
+            const mid = (t0 + t1) / 2;
+            t0 = mid - min / 2;
+            t1 = mid + min / 2;
+        }
+        if (t1 - t0 > span) {
+            t0 = 0;
+            t1 = span;
+        }
+        if (t0 < 0) {
+            t1 -= t0;
+            t0 = 0;
+        }
+        if (t1 > span) {
+            t0 -= t1 - span;
+            t1 = span;
+        }
+        S.view.t0 = Math.max(0, t0);
+        S.view.t1 = t1;
+    }
+
+    function zoomAt(clientX, factor) {
+        const c = $('timeline'), rect = c.getBoundingClientRect();
+        const W = c.width - MARGIN.left - MARGIN.right;
+        const fx = Math.min(1, Math.max(0, (clientX - rect.left - MARGIN.left) / W));
+        const { t0, t1 } = S.view;
+        const at = t0 + fx * (t1 - t0), span = (t1 - t0) * factor;
+        S.view.t0 = at - fx * span;
+        S.view.t1 = at + (1 - fx) * span;
+        clampView();
+        redraw();
+        writeHash();
+    }
+
+    /* Shift+wheel: zoom the bytes axis around the pointer; out past the whole range
+     * returns to fitting the tallest column. */
+    function zoomBytesAt(clientY, factor) {
+        if (!lastFrame || lastFrame.scale === 0)
+            return;
+        const rect = $('timeline').getBoundingClientRect();
+        const fy = Math.min(1, Math.max(0, (lastFrame.H - (clientY - rect.top - MARGIN.top)) / lastFrame.H));
+        const lo = lastFrame.base, hi = lastFrame.top;
+        const at = lo + fy * (hi - lo), span = (hi - lo) * factor;
+        let yMin = at - fy * span, yMax = at + (1 - fy) * span;
+        if (yMin < 0) {
+            yMax -= yMin;
+            yMin = 0;
+        }
+        if (factor > 1 && span >= S.tl.levels(S.view, lastFrame.W).max.reduce((a, b) => Math.max(a, b), 0)) {
+            delete S.view.yMin;
+            delete S.view.yMax;
+        } else {
+            S.view.yMin = yMin;
+            S.view.yMax = Math.max(yMax, yMin + 1);
+        }
+        redraw();
+    }
+
+    function hitAt(clientX, clientY) {
+        if (!lastFrame)
+            return null;
+        const c = $('timeline'), rect = c.getBoundingClientRect();
+        const x = Math.floor(clientX - rect.left - MARGIN.left);
+        const y = clientY - rect.top - MARGIN.top;
+        if (x < 0 || x >= lastFrame.W || y < 0 || y >= lastFrame.H || lastFrame.scale === 0)
+            return null;
+        const bytes = lastFrame.base + (lastFrame.H - y) / lastFrame.scale;
+        const h = S.tl.hit(S.view, lastFrame.W, x, bytes, lastFrame.scale, lastFrame.levels);
+        if (h)
+            h.time = S.view.t0 + ((x + 1) * (S.view.t1 - S.view.t0)) / lastFrame.W;
+        return h;
+    }
+
+    /* ---------- tooltip ---------- */
+    function hideTooltip() {
+        $('tooltip').hidden = true;
+    }
+    function row(tbl, k, v) {
+        const tr = el('tr');
+        tr.appendChild(el('th', k));
+        tr.appendChild(el('td', v));
+        tbl.appendChild(tr);
+    }
+    function blockDetails(box, id) {
+        const c = S.model.blocks, t0 = S.model.t_min;
+        const tbl = el('table');
+        row(tbl, 'size', `${fmtBytes(c.size[id])} (${c.size[id]} bytes)`);
+        row(tbl, 'address', hex(c.addr[id]));
+        row(tbl, 'stream', hex(c.stream[id]));
+        row(tbl, 'device', String(c.device[id]));
+        if (c.category[id])
+            row(tbl, 'category', str(c.category[id]));
+        row(tbl, 'allocated', `+${fmtTime(c.t0[id] - t0)} (event ${c.ev0[id]})`);
+        if (c.treq[id] === c.treq[id])
+            row(tbl, 'free requested', `+${fmtTime(c.treq[id] - t0)}`);
+        const why = ['live at the end', 'freed', 'replaced by a later allocation', 'trimmed'][c.ended[id]];
+        row(tbl, c.ended[id] === 0 ? 'freed' : why,
+            c.ended[id] === 0 ? 'never (live at the end)' : `+${fmtTime(c.t1[id] - t0)} (event ${c.ev1[id]}), lived ${fmtTime(c.t1[id] - c.t0[id])}`);
+        box.appendChild(tbl);
+        const frames = stackOf(c.stack[id]);
+        box.appendChild(el('div', frames.length ? `stack ${c.stack[id]}, ${frames.length} frames, innermost first:` : 'no stack recorded', 'stack-head'));
+        const ol = el('ol', null, 'stack');
+        for (const f of frames)
+            ol.appendChild(el('li', frameText(f)));
+        box.appendChild(ol);
+    }
+    function showTooltipFor(h, clientX, clientY, pinned) {
+        const tip = $('tooltip');
+        tip.textContent = '';
+        if (!h) {
+            tip.hidden = true;
+            return;
+        }
+        tip.classList.toggle('pinned', !!pinned);
+        if (pinned)
+            tip.appendChild(el('div', 'pinned: click the chart or press Escape to release', 'pin-note'));
+        if (h.kind === 'block') {
+            blockDetails(tip, h.id);
+        } else if (h.kind === 'aggregate') {
+            tip.appendChild(el('div', `${h.count} allocations too small to draw at this scale, ${fmtBytes(h.bytes)} in all (zoom in to split them)`));
+            const bySize = h.ids.slice().sort((a, b) => S.model.blocks.size[b] - S.model.blocks.size[a]).slice(0, 3);
+            for (const id of bySize) {
+                const f = stackOf(S.model.blocks.stack[id], 1)[0];
+                tip.appendChild(el('div', `${fmtBytes(S.model.blocks.size[id])} at ${hex(S.model.blocks.addr[id])}${f ? ' from ' + frameText(f) : ''}`, 'agg-item'));
+            }
+        } else {
+            tip.appendChild(el('div', `allocations that came and went within this pixel column: the level reached ${fmtBytes(h.max)} (${fmtBytes(h.max - h.level)} above what stayed); zoom in to see them`));
+        }
+        tip.hidden = false;
+        const vw = window.innerWidth, vh = window.innerHeight;
+        const r = tip.getBoundingClientRect();
+        tip.style.left = Math.min(vw - r.width - 8, clientX + 14) + 'px';
+        tip.style.top = Math.max(8, Math.min(vh - r.height - 8, clientY + 14)) + 'px';
+    }
+
+    /* ---------- search ---------- */
+    function setSearch(q) {
+        S.search = q.trim();
+        if (!S.search || !S.info) {
+            S.match = null;
+            return;
+        }
+        const needle = S.search.toLowerCase(), info = S.info;
+        const frameHit = new Uint8Array(info.frames.length);
+        for (let i = 1; i < info.frames.length; i++) {
+            const f = info.frames[i];
+            if (f && ((info.strings[f.symbol] || '').toLowerCase().includes(needle) ||
+                (info.strings[f.file] || '').toLowerCase().includes(needle) ||
+                (info.strings[f.module] || '').toLowerCase().includes(needle)))
+                frameHit[i] = 1;
+        }
+        /* A stack matches if any node on its path does: parents have smaller ids. */
+        const n = info.stackParent.length, m = new Uint8Array(n);
+        for (let id = 1; id < n; id++)
+            m[id] = frameHit[info.stackFrame[id]] || m[info.stackParent[id]];
+        S.match = m;
+    }
+
+    /* ---------- reserved vs allocated ---------- */
+    function drawReserved() {
+        const c = $('reserved');
+        const ctx = sizeCanvas(c, 420);
+        const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
+        ctx.clearRect(0, 0, c.width, c.height);
+        const a = S.tl.levels(S.view, W).max, r = S.segTl.levels(S.view, W).max;
+        let top = 0;
+        for (let x = 0; x < W; x++)
+            top = Math.max(top, a[x], r[x]);
+        const scale = top > 0 ? (H - 1) / top : 0;
+        const area = (vals, fill) => {
+            ctx.fillStyle = fill;
+            for (let x = 0; x < W; x++) {
+                const h = vals[x] * scale;
+                ctx.fillRect(MARGIN.left + x, MARGIN.top + H - h, 1, h);
+            }
+        };
+        area(r, '#c9d6ea');
+        area(a, '#3d6fb6');
+        axes(ctx, W, H, top, S.view);
+        drawMarkers(ctx, W, H);
+        ctx.font = '12px sans-serif';
+        ctx.textAlign = 'left';
+        ctx.fillStyle = '#3d6fb6';
+        ctx.fillText(`allocated (peak ${fmtBytes(S.model.figures.allocated.peak_bytes)})`, MARGIN.left + 8, MARGIN.top + 4);
+        ctx.fillStyle = '#7d93b8';
+        ctx.fillText(`reserved (peak ${fmtBytes(S.model.figures.reserved.peak_bytes)})`, MARGIN.left + 8, MARGIN.top + 20);
+        c.dataset.peakAllocated = String(S.model.figures.allocated.peak_bytes);
+        c.dataset.peakReserved = String(S.model.figures.reserved.peak_bytes);
+    }
+
+    /* ---------- memory at a time: segments with their blocks ---------- */
+    function liveAt(tl, t) {
+        const ix = tl.index;
+        ix.seek(ix.opAt(t + 1e-9));
+        return ix.live.ids();
+    }
+    function drawAtTime() {
+        const t = S.at !== null ? S.at : S.model.figures.allocated.peak_time_ns !== null
+            ? S.model.figures.allocated.peak_time_ns - S.model.t_min : 0;
+        $('attime-label').textContent = `+${fmtTime(t)}`;
+        const dev = S.view.device;
+        const segIds = Array.from(liveAt(S.segTl, t)).filter((id) => S.model.segs.device[id] === dev);
+        const blockIds = Array.from(liveAt(S.tl, t)).filter((id) => S.model.blocks.device[id] === dev);
+        const sc = S.model.segs, bc = S.model.blocks;
+        segIds.sort((x, y) => sc.addr[x] - sc.addr[y]);
+        const rowH = 22, c = $('attime');
+        const rows = Math.max(1, segIds.length + (segIds.length ? 0 : 1));
+        const ctx = sizeCanvas(c, 30 + rows * rowH);
+        ctx.clearRect(0, 0, c.width, c.height);
+        const W = c.width - 230;
+        let biggest = 1;
+        for (const id of segIds)
+            biggest = Math.max(biggest, sc.size[id]);
+        ctx.font = '11px sans-serif';
+        ctx.textBaseline = 'middle';
+        const segOf = (addr) => {
+            let lo = 0, hi = segIds.length - 1, found = -1;
+            while (lo <= hi) {
+                const mid = (lo + hi) >> 1;
+                if (sc.addr[segIds[mid]] <= addr) {
+                    found = mid;
+                    lo = mid + 1;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            return found;
+        };
+        segIds.forEach((id, i) => {
+            const y = 10 + i * rowH, w = Math.max(2, (sc.size[id] / biggest) * W);
+            ctx.fillStyle = '#e6e9ef';
+            ctx.fillRect(220, y, w, rowH - 6);
+            ctx.fillStyle = '#333';
+            ctx.textAlign = 'right';
+            ctx.fillText(`${hex(sc.addr[id])} ${fmtBytes(sc.size[id])}`, 214, y + (rowH - 6) / 2);
+        });
+        let outside = 0;
+        for (const id of blockIds) {
+            const i = segOf(bc.addr[id]);
+            if (i < 0 || bc.addr[id] >= sc.addr[segIds[i]] + sc.size[segIds[i]]) {
+                outside++;
+                continue;
+            }
+            const s = segIds[i], y = 10 + i * rowH;
+            const w = Math.max(2, (sc.size[s] / biggest) * W);
+            const x0 = 220 + ((bc.addr[id] - sc.addr[s]) / sc.size[s]) * w;
+            const bw = Math.max(1, (bc.size[id] / sc.size[s]) * w);
+            const rgb = Timeline.hashColor(bc.stack[id]);
+            ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+            ctx.fillRect(x0, y, bw, rowH - 6);
+        }
+        if (!segIds.length) {
+            ctx.fillStyle = '#333';
+            ctx.textAlign = 'left';
+            ctx.fillText(`no segment is live at this time; ${blockIds.length} blocks are`, 10, 20);
+        }
+        c.dataset.segments = String(segIds.length);
+        c.dataset.blocks = String(blockIds.length - outside);
+    }
+
+    /* ---------- peak table ---------- */
+    function fillPeak() {
+        const f = S.model.figures.allocated, c = S.model.blocks, tbody = $('peak-table').tBodies[0];
+        tbody.textContent = '';
+        if (f.peak_event === null) {
+            $('peak-summary').textContent = 'Nothing was allocated.';
+            return;
+        }
+        const pe = f.peak_event, groups = new Map();
+        let count = 0;
+        for (let id = 0; id < c.n; id++) {
+            if (c.ev0[id] > pe || (c.ended[id] !== 0 && c.ev1[id] <= pe))
+                continue;
+            count++;
+            const g = groups.get(c.stack[id]) || { bytes: 0, count: 0 };
+            g.bytes += c.size[id];
+            g.count++;
+            groups.set(c.stack[id], g);
+        }
+        $('peak-summary').textContent = `Peak of allocated memory: ${fmtBytes(f.peak_bytes)} (${f.peak_bytes} bytes) at +${fmtTime(f.peak_offset_ns)}, event ${pe}, in ${count} blocks from ${groups.size} stacks.`;
+        const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
+        for (const [stack, g] of sorted) {
+            const tr = el('tr');
+            tr.appendChild(el('td', fmtBytes(g.bytes), 'num'));
+            tr.appendChild(el('td', String(g.count), 'num'));
+            const td = el('td');
+            const frames = stackOf(stack, 12);
+            if (!frames.length)
+                td.appendChild(el('span', '(no stack)'));
+            for (const fr of frames)
+                td.appendChild(el('div', frameText(fr), 'frame'));
+            tr.appendChild(td);
+            tbody.appendChild(tr);
+        }
+    }
+
+    /* ---------- file information ---------- */
+    function fillInfo() {
+        const info = S.info, m = S.model, f = m.figures;
+        const tb = $('info-table').tBodies[0];
+        tb.textContent = '';
+        const add = (k, v) => row(tb, k, v);
+        add('file', `${info.name} (${fmtBytes(info.size)}, ${info.kind}${info.kind === 'memtrace' ? ' format ' + info.version.join('.') : ''})`);
+        add('events', `${info.events}${info.truncated ? ' (truncated: no end record)' : ''}`);
+        add('duration', fmtTime(f.duration_ns));
+        add('peak allocated', `${fmtBytes(f.allocated.peak_bytes)} (${f.allocated.peak_bytes} bytes)`);
+        add('peak reserved', `${fmtBytes(f.reserved.peak_bytes)} (${f.reserved.peak_bytes} bytes)`);
+        add('allocs / frees', `${f.allocs.count} / ${f.frees.count} (unmatched frees ${f.unmatched_frees.count}, replaced ${f.replaced_allocs.count})`);
+        add('segments', `${f.segment_allocs.count} allocated, ${f.segment_frees.count} freed`);
+        add('oom events', String(f.oom.count));
+        for (const k of Object.keys(info.meta || {})) {
+            const v = info.meta[k];
+            add(`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v));
+        }
+        const at = $('action-table').tBodies[0];
+        at.textContent = '';
+        const names = Format.ACTIONS;
+        m.actionCounts.forEach((n, a) => {
+            if (n)
+                row(at, names[a] || `action ${a}`, String(n));
+        });
+        const an = $('annotation-table').tBodies[0];
+        an.textContent = '';
+        for (const a of m.annotations.slice(0, 1000))
+            row(an, `+${fmtTime(a.time - m.t_min)}`, `${['start', 'end', 'mark'][a.kind] || 'kind ' + a.kind} ${str(a.name)}`);
+    }
+
+    function fillLegend() {
+        const lg = $('legend');
+        lg.textContent = '';
+        const items = [];
+        if ($('color-by').value === 'category') {
+            for (const cat of S.model.categories)
+                items.push([cat, cat ? str(cat) : '(no category)']);
+        } else {
+            items.push(null);
+        }
+        for (const it of items.slice(0, 40)) {
+            if (it === null) {
+                lg.appendChild(el('span', 'colour: one per stack; hover a band for its stack', 'legend-note'));
+                continue;
+            }
+            const rgb = Timeline.hashColor(it[0]);
+            const sw = el('span', null, 'swatch');
+            sw.style.background = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
+            const item = el('span', null, 'legend-item');
+            item.appendChild(sw);
+            item.appendChild(el('span', it[1]));
+            lg.appendChild(item);
+        }
+        const g = el('span', null, 'legend-item');
+        const sw = el('span', null, 'swatch grey');
+        g.appendChild(sw);
+        g.appendChild(el('span', 'too small to draw (summed)'));
+        lg.appendChild(g);
+        const p = el('span', null, 'legend-item');
+        p.appendChild(el('span', null, 'swatch pale'));
+        p.appendChild(el('span', 'came and went within a pixel'));
+        lg.appendChild(p);
+    }
+
+    /* ---------- events ---------- */
+    function bind() {
+        $('file-input').addEventListener('change', (e) => {
+            if (e.target.files.length)
+                loadFile(e.target.files[0]);
+        });
+        document.addEventListener('dragover', (e) => {
+            e.preventDefault();
+            document.body.classList.add('dragging');
+        });
+        document.addEventListener('dragleave', () => document.body.classList.remove('dragging'));
+        document.addEventListener('drop', (e) => {
+            e.preventDefault();
+            document.body.classList.remove('dragging');
+            if (e.dataTransfer.files.length)
+                loadFile(e.dataTransfer.files[0]);
+        });
+        for (const b of document.querySelectorAll('#tabs button'))
+            b.addEventListener('click', () => S.model && showTab(b.dataset.view));
+        $('device').addEventListener('change', (e) => {
+            S.view.device = Number(e.target.value);
+            mini = null;
+            redraw();
+            writeHash();
+        });
+        $('color-by').addEventListener('change', (e) => {
+            if (!S.tl)
+                return;
+            S.tl.setColorBy(e.target.value);
+            fillLegend();
+            redraw();
+            writeHash();
+        });
+        let searchTimer = 0;
+        $('search').addEventListener('input', (e) => {
+            clearTimeout(searchTimer);
+            searchTimer = setTimeout(() => {
+                setSearch(e.target.value);
+                redraw();
+                writeHash();
+            }, 120);
+        });
+
+        const c = $('timeline');
+        c.addEventListener('wheel', (e) => {
+            if (!S.model)
+                return;
+            e.preventDefault();
+            if (e.shiftKey)
+                zoomBytesAt(e.clientY, Math.pow(1.0015, e.deltaY || e.deltaX));
+            else
+                zoomAt(e.clientX, Math.pow(1.0015, e.deltaY));
+        }, { passive: false });
+        let drag = null;
+        c.addEventListener('mousedown', (e) => {
+            if (!S.model)
+                return;
+            drag = { x: e.clientX, t0: S.view.t0, t1: S.view.t1, moved: false };
+        });
+        window.addEventListener('mousemove', (e) => {
+            if (drag) {
+                const dx = e.clientX - drag.x;
+                if (Math.abs(dx) > 3)
+                    drag.moved = true;
+                if (drag.moved) {
+                    const W = c.width - MARGIN.left - MARGIN.right;
+                    const dt = (-dx / W) * (drag.t1 - drag.t0);
+                    S.view.t0 = drag.t0 + dt;
+                    S.view.t1 = drag.t1 + dt;
+                    clampView();
+                    redraw();
+                    writeHash();
+                    hideTooltip();
+                    return;
+                }
+            }
+            if (e.target === c && !S.pinned && S.model)
+                showTooltipFor(hitAt(e.clientX, e.clientY), e.clientX, e.clientY, false);
+        });
+        window.addEventListener('mouseup', (e) => {
+            if (!drag)
+                return;
+            const moved = drag.moved;
+            drag = null;
+            if (moved || e.target !== c)
+                return;
+            /* A click pins what is under the pointer (or releases a pin), and
+             * chooses the time for "memory at a time". */
+            const h = hitAt(e.clientX, e.clientY);
+            if (S.pinned || !h) {
+                S.pinned = null;
+                hideTooltip();
+            } else {
+                S.pinned = { hit: h, x: e.clientX, y: e.clientY };
+                showTooltipFor(h, e.clientX, e.clientY, true);
+            }
+            if (h)
+                S.at = h.time;
+            redraw();
+        });
+        c.addEventListener('mouseleave', () => {
+            if (!S.pinned)
+                hideTooltip();
+        });
+        c.addEventListener('dblclick', () => {
+            if (!S.model)
+                return;
+            S.view.t0 = 0;
+            S.view.t1 = Math.max(1, S.model.t_max - S.model.t_min);
+            delete S.view.yMin;
+            delete S.view.yMax;
+            redraw();
+            writeHash();
+        });
+        window.addEventListener('keydown', (e) => {
+            if (e.key === 'Escape') {
+                S.pinned = null;
+                hideTooltip();
+            }
+        });
+        const mm = $('minimap');
+        let mdrag = false;
+        const moveTo = (e) => {
+            const rect = mm.getBoundingClientRect();
+            const W = mm.width - MARGIN.left - MARGIN.right;
+            const span = Math.max(1, S.model.t_max - S.model.t_min);
+            const t = ((e.clientX - rect.left - MARGIN.left) / W) * span;
+            const half = (S.view.t1 - S.view.t0) / 2;
+            S.view.t0 = t - half;
+            S.view.t1 = t + half;
+            clampView();
+            redraw();
+            writeHash();
+        };
+        mm.addEventListener('mousedown', (e) => {
+            if (!S.model)
+                return;
+            mdrag = true;
+            moveTo(e);
+        });
+        window.addEventListener('mousemove', (e) => mdrag && moveTo(e));
+        window.addEventListener('mouseup', () => (mdrag = false));
+        window.addEventListener('resize', () => {
+            mini = null;
+            redraw();
+        });
+    }
+
+    /* Hooks for tests and scripts: where a time and a byte level are on screen, what
+     * the last frame drew, and timings. */
+    globalThis.memtraceViewer = {
+        state: S,
+        toScreen(tAbs, bytes) {
+            const c = $('timeline'), rect = c.getBoundingClientRect();
+            const t = tAbs - S.model.t_min;
+            return {
+                x: rect.left + MARGIN.left + ((t - S.view.t0) / (S.view.t1 - S.view.t0)) * lastFrame.W,
+                y: rect.top + MARGIN.top + lastFrame.H - (bytes - lastFrame.base) * lastFrame.scale,
+            };
+        },
+        frame: () => lastFrame && { W: lastFrame.W, H: lastFrame.H, top: lastFrame.top, base: lastFrame.base, drawn: lastFrame.drawn, aggregated: lastFrame.aggregated },
+        timings: () => ({ loadMs: S.loadMs, firstDrawMs: S.firstDrawMs, renderMs: S.renderMs }),
+        setView(t0, t1) {
+            S.view.t0 = t0;
+            S.view.t1 = t1;
+            clampView();
+            draw();
+        },
+    };
+
+    bind();
+    const q = new URLSearchParams(location.search);
+    if (q.has('file'))
+        loadUrl(q.get('file'));
+})();

@@ -1,0 +1,380 @@
+/* timeline.js: the active memory timeline on a canvas, with level of detail.
+ *
+ * Every block is a band stacked over time: a new block goes on top of the live ones,
+ * and when one below is freed the ones above it move down (the stacking order is the
+ * order of allocation). The drawing works per pixel column: a sweep applies the ops
+ * (block starts and ends, in event order) up to the column's end time and walks the
+ * live blocks bottom up. A block shorter than one pixel is not dropped: consecutive
+ * such blocks are summed into one grey band that splits into its blocks as the
+ * vertical scale grows (the scale fits the tallest column in view, so zooming into
+ * a quieter time splits them); blocks that come and go within one column show as a
+ * pale band up to the highest level reached in that column.
+ *
+ * To start a sweep anywhere without replaying from the first event, the live set is
+ * kept every K ops (checkpoints); K doubles until the checkpoints fit a budget, so a
+ * frame replays at most K ops before its first column. */
+function memtraceTimelineFactory() {
+    'use strict';
+
+    const CHECKPOINT_BUDGET = 16 * 1024 * 1024; /* block ids kept in all checkpoints */
+
+    /* The live set: ids in order of allocation, removal by tombstone, compacted when
+     * half are tombstones. */
+    class Live {
+        constructor(nids) {
+            this.arr = new Int32Array(1024);
+            this.len = 0;
+            this.dead = 0;
+            this.pos = new Int32Array(Math.max(1, nids)).fill(-1);
+        }
+        reset(ids) {
+            for (let i = 0; i < this.len; i++)
+                if (this.arr[i] >= 0)
+                    this.pos[this.arr[i]] = -1;
+            this.len = 0;
+            this.dead = 0;
+            if (ids)
+                for (let i = 0; i < ids.length; i++)
+                    this.add(ids[i]);
+        }
+        add(id) {
+            if (this.len === this.arr.length) {
+                if (this.dead > this.len / 4) {
+                    this.compact();
+                } else {
+                    const a = new Int32Array(this.arr.length * 2);
+                    a.set(this.arr);
+                    this.arr = a;
+                }
+            }
+            this.pos[id] = this.len;
+            this.arr[this.len++] = id;
+        }
+        remove(id) {
+            const p = this.pos[id];
+            if (p < 0)
+                return;
+            this.arr[p] = -1;
+            this.pos[id] = -1;
+            this.dead++;
+            if (this.dead > 1024 && this.dead * 2 > this.len)
+                this.compact();
+        }
+        compact() {
+            let j = 0;
+            for (let i = 0; i < this.len; i++) {
+                const id = this.arr[i];
+                if (id >= 0) {
+                    this.arr[j] = id;
+                    this.pos[id] = j++;
+                }
+            }
+            this.len = j;
+            this.dead = 0;
+        }
+        ids() {
+            const out = new Int32Array(this.len - this.dead);
+            let j = 0;
+            for (let i = 0; i < this.len; i++)
+                if (this.arr[i] >= 0)
+                    out[j++] = this.arr[i];
+            return out;
+        }
+    }
+
+    /* Sweep support for one kind of interval (blocks or segments). */
+    class Index {
+        constructor(cols, ops, t0) {
+            this.c = cols;
+            this.ops = ops;
+            const n = ops.length;
+            /* Op times, made monotonic (events of several threads may step back a
+             * little), relative to the file's first time. */
+            const T = new Float64Array(n);
+            let last = -Infinity;
+            for (let k = 0; k < n; k++) {
+                const v = ops[k];
+                let t = (v > 0 ? cols.t0[v - 1] : cols.t1[-v - 1]) - t0;
+                if (t < last)
+                    t = last;
+                T[k] = last = t;
+            }
+            this.T = T;
+            this.live = new Live(cols.n);
+            this.buildCheckpoints();
+        }
+
+        buildCheckpoints() {
+            let K = 4096;
+            for (;;) {
+                const cps = [];
+                let total = 0, fits = true;
+                const live = this.live;
+                live.reset(null);
+                for (let k = 0; k <= this.ops.length; k++) {
+                    if (k % K === 0) {
+                        const ids = live.ids();
+                        total += ids.length;
+                        if (total > CHECKPOINT_BUDGET && K < this.ops.length) {
+                            fits = false;
+                            break;
+                        }
+                        cps.push(ids);
+                    }
+                    if (k < this.ops.length) {
+                        const v = this.ops[k];
+                        if (v > 0)
+                            live.add(v - 1);
+                        else
+                            live.remove(-v - 1);
+                    }
+                }
+                if (fits) {
+                    this.K = K;
+                    this.cps = cps;
+                    live.reset(null);
+                    this.at = 0;
+                    return;
+                }
+                K *= 2;
+            }
+        }
+
+        /* First op index whose time is >= t. */
+        opAt(t) {
+            let lo = 0, hi = this.T.length;
+            while (lo < hi) {
+                const mid = (lo + hi) >>> 1;
+                if (this.T[mid] < t)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            return lo;
+        }
+
+        /* Makes the live set the one before op k. */
+        seek(k) {
+            const cp = Math.floor(k / this.K);
+            if (!(this.at <= k && this.at >= cp * this.K)) {
+                this.live.reset(this.cps[cp]);
+                this.at = cp * this.K;
+            }
+            while (this.at < k)
+                this.apply(this.at++);
+        }
+
+        apply(k) {
+            const v = this.ops[k];
+            if (v > 0)
+                this.live.add(v - 1);
+            else
+                this.live.remove(-v - 1);
+        }
+    }
+
+    function hashColor(id) {
+        let x = Math.imul(id ^ 0x9e3779b9, 0x85ebca6b);
+        x ^= x >>> 13;
+        x = Math.imul(x, 0xc2b2ae35);
+        x ^= x >>> 16;
+        const h = (x >>> 0) % 360, s = 55 + ((x >>> 9) % 25), l = 48 + ((x >>> 17) % 14);
+        return hsl(h, s, l);
+    }
+    function hsl(h, s, l) {
+        s /= 100;
+        l /= 100;
+        const k = (n) => (n + h / 30) % 12;
+        const a = s * Math.min(l, 1 - l);
+        const f = (n) => Math.round(255 * (l - a * Math.max(-1, Math.min(k(n) - 3, Math.min(9 - k(n), 1)))));
+        return [f(0), f(8), f(4)];
+    }
+    function rgba32(rgb, alpha) {
+        return ((alpha << 24) | (rgb[2] << 16) | (rgb[1] << 8) | rgb[0]) >>> 0;
+    }
+    const GREY = rgba32([150, 150, 150], 255);
+    const PALE = rgba32([200, 205, 215], 255);
+    const DIM = rgba32([228, 228, 228], 255);
+
+    /* Draws one device's blocks into an RGBA buffer. view: {t0, t1, device}. */
+    class Timeline {
+        constructor(model) {
+            this.m = model;
+            this.index = new Index(model.blocks, model.blockOps, model.t_min);
+            this.colorBy = 'stack';
+            this.colors = new Map();
+            this.minPx = 1;
+            this.match = null; /* Uint8Array by stack id: search hits keep their colour */
+        }
+
+        colorOf(id) {
+            if (this.match && !this.match[this.m.blocks.stack[id]])
+                return DIM;
+            const key = this.colorBy === 'category' ? this.m.blocks.category[id] : this.m.blocks.stack[id];
+            let c = this.colors.get(key);
+            if (c === undefined) {
+                c = rgba32(hashColor(key), 255);
+                this.colors.set(key, c);
+            }
+            return c;
+        }
+
+        setColorBy(by) {
+            this.colorBy = by;
+            this.colors.clear();
+        }
+
+        /* Per column: the level at its end and the highest level within it. */
+        levels(view, W) {
+            const ix = this.index, c = this.m.blocks, dev = view.device;
+            const dt = (view.t1 - view.t0) / W;
+            const end = new Float64Array(W), max = new Float64Array(W);
+            let k = ix.opAt(view.t0);
+            ix.seek(k);
+            let cur = 0;
+            const live = ix.live;
+            for (let i = 0; i < live.len; i++) {
+                const id = live.arr[i];
+                if (id >= 0 && (dev === null || c.device[id] === dev))
+                    cur += c.size[id];
+            }
+            const n = ix.ops.length;
+            for (let x = 0; x < W; x++) {
+                const tEnd = view.t0 + (x + 1) * dt;
+                let m = cur;
+                while (k < n && ix.T[k] < tEnd) {
+                    const v = ix.ops[k++];
+                    const id = v > 0 ? v - 1 : -v - 1;
+                    if (dev !== null && c.device[id] !== dev)
+                        continue;
+                    if (v > 0) {
+                        cur += c.size[id];
+                        if (cur > m)
+                            m = cur;
+                    } else {
+                        cur -= c.size[id];
+                    }
+                }
+                end[x] = cur;
+                max[x] = m;
+            }
+            return { end, max };
+        }
+
+        /* Renders into pixels (Uint32Array, W x H, row 0 at the top); returns the
+         * scale and per column the levels, for hit tests and axes. */
+        render(view, W, H, pixels, bg) {
+            const lv = this.levels(view, W);
+            let top = 0;
+            for (let x = 0; x < W; x++)
+                if (lv.max[x] > top)
+                    top = lv.max[x];
+            /* A vertical zoom (view.yMin, view.yMax) shows that range of bytes. */
+            const base = view.yMax ? view.yMin || 0 : 0;
+            if (view.yMax)
+                top = view.yMax;
+            const scale = top > base ? (H - 1) / (top - base) : 0;
+            pixels.fill(bg);
+            const ix = this.index, c = this.m.blocks, dev = view.device;
+            const dt = (view.t1 - view.t0) / W;
+            let k = ix.opAt(view.t0);
+            ix.seek(k);
+            const n = ix.ops.length, live = ix.live;
+            let drawn = 0, aggregated = 0;
+            const fill = (x, y0, y1, color) => {
+                /* y in bytes from the bottom; rows from the top */
+                let r0 = H - Math.round((y1 - base) * scale), r1 = H - Math.round((y0 - base) * scale);
+                if (r0 < 0)
+                    r0 = 0;
+                if (r1 > H)
+                    r1 = H;
+                for (let r = r0; r < r1; r++)
+                    pixels[r * W + x] = color;
+            };
+            for (let x = 0; x < W; x++) {
+                const tEnd = view.t0 + (x + 1) * dt;
+                while (k < n && ix.T[k] < tEnd)
+                    ix.apply(k++);
+                ix.at = k;
+                let y = 0, smallFrom = -1;
+                for (let i = 0; i < live.len; i++) {
+                    const id = live.arr[i];
+                    if (id < 0 || (dev !== null && c.device[id] !== dev))
+                        continue;
+                    const s = c.size[id];
+                    if (s * scale < this.minPx) {
+                        if (smallFrom < 0)
+                            smallFrom = y;
+                        aggregated++;
+                    } else {
+                        if (smallFrom >= 0) {
+                            fill(x, smallFrom, y, GREY);
+                            smallFrom = -1;
+                        }
+                        fill(x, y, y + s, this.colorOf(id));
+                        drawn++;
+                    }
+                    y += s;
+                }
+                if (smallFrom >= 0)
+                    fill(x, smallFrom, y, GREY);
+                if (lv.max[x] > y)
+                    fill(x, y, lv.max[x], PALE);
+            }
+            return { scale, top, base, levels: lv, drawn, aggregated };
+        }
+
+        /* What is under pixel column x at byte level bytes: {kind: 'block', id},
+         * {kind: 'aggregate', count, bytes, from}, {kind: 'transient', ...} or null. */
+        hit(view, W, x, bytes, scale, levels) {
+            const ix = this.index, c = this.m.blocks, dev = view.device;
+            const dt = (view.t1 - view.t0) / W;
+            const tEnd = view.t0 + (x + 1) * dt;
+            ix.seek(ix.opAt(tEnd));
+            const live = ix.live;
+            let y = 0, agg = null;
+            for (let i = 0; i < live.len; i++) {
+                const id = live.arr[i];
+                if (id < 0 || (dev !== null && c.device[id] !== dev))
+                    continue;
+                const s = c.size[id];
+                const small = s * scale < this.minPx;
+                if (small) {
+                    if (agg === null)
+                        agg = { kind: 'aggregate', count: 0, bytes: 0, from: y, ids: [] };
+                    agg.count++;
+                    agg.bytes += s;
+                    if (agg.ids.length < 1000)
+                        agg.ids.push(id);
+                } else {
+                    if (agg !== null && bytes >= agg.from && bytes < y)
+                        return agg;
+                    agg = null;
+                    if (bytes >= y && bytes < y + s)
+                        return { kind: 'block', id, from: y };
+                }
+                y += s;
+            }
+            if (agg !== null && bytes >= agg.from && bytes < y)
+                return agg;
+            if (levels && bytes >= y && bytes < levels.max[x])
+                return { kind: 'transient', level: y, max: levels.max[x] };
+            return null;
+        }
+    }
+
+    /* Per column maxima of a level over the whole time range: the minimap's curve. */
+    function overview(tl, device, W) {
+        const span = Math.max(1, tl.m.t_max - tl.m.t_min);
+        return tl.levels({ t0: 0, t1: span, device }, W).max;
+    }
+
+    return { Timeline, Index, overview, hashColor };
+}
+
+(function (api) {
+    if (typeof module === 'object' && module.exports)
+        module.exports = api;
+    else
+        globalThis.MemtraceTimeline = api;
+})(memtraceTimelineFactory());
