@@ -3,7 +3,7 @@
  * one line per expected event:
  *     E <action> <source> <addr> <size> <device>
  * and, after the work, the driver's call counters: C <symbol> <calls>.
- * Modes: driver, threads, fork, kill FD, stacks, quiet N. */
+ * Modes: driver, threads, fork, kill FD, stacks, hold MS, crash, quiet N. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -343,6 +343,17 @@ static int hold(int ms)
     return 0;
 }
 
+/* One allocation, then a real fault: the program must die of it as it would
+ * without the preload. */
+static int crash(void)
+{
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 4096));
+    volatile int *volatile null = NULL;
+    *null = 1;
+    return 0;
+}
+
 /* No device calls at all: the preload must cost nothing and write nothing. */
 static int quiet(int n)
 {
@@ -367,6 +378,8 @@ int main(int argc, char **argv)
         return killme(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(mode, "stacks") == 0)
         return stacks();
+    if (strcmp(mode, "crash") == 0)
+        return crash();
     if (strcmp(mode, "hold") == 0 && argc > 2)
         return hold(atoi(argv[2]));
     fprintf(stderr, "cuda_prog: unknown mode %s\n", mode);
