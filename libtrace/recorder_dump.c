@@ -23,6 +23,8 @@ int memtrace_dump_snapshot(const char *path)
     memtrace_record_event(&snap);
 
     int saved_busy = mt_ring_set_busy(1);
+    struct mt_xfsz x;
+    mt_xfsz_hold(&x);
     struct mt_writer *w = NULL;
     struct memtrace_event *ev = NULL;
     size_t n = 0;
@@ -63,9 +65,12 @@ out:
         unlink(path);
         errno = e;
     }
+    int e = errno;
     free(ev);
     free(m);
     free(end);
+    mt_xfsz_release(&x);
     mt_ring_set_busy(saved_busy);
+    errno = e;
     return rc;
 }

@@ -17,6 +17,7 @@
 #define MEMTRACE_RECORDER_IMPL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -148,6 +149,16 @@ MT_HIDDEN void mt_stream_finish(void);
 MT_HIDDEN int mt_stream_wait_room(void);
 /* In a forked child: forgets the parent's stream. */
 MT_HIDDEN void mt_stream_atfork_child(void);
+
+/* Between hold and release, a write by this thread past RLIMIT_FSIZE fails with
+ * EFBIG instead of killing the process with SIGXFSZ; release consumes the signal
+ * such a write left pending, and restores the thread's mask. */
+struct mt_xfsz {
+    sigset_t old;
+    int was_pending;
+};
+MT_HIDDEN void mt_xfsz_hold(struct mt_xfsz *x);
+MT_HIDDEN void mt_xfsz_release(const struct mt_xfsz *x);
 
 /* Called with the lock. */
 static inline void mt_stream_append(const struct memtrace_event *ev)

@@ -13,13 +13,16 @@
 #include "util.h"
 #include "writer.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +54,31 @@ static void rsignal(atomic_uint *word)
 {
     atomic_fetch_add_explicit(word, 1, memory_order_relaxed);
     futex_wake_all(word);
+}
+
+void mt_xfsz_hold(struct mt_xfsz *x)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &s, &x->old);
+    sigset_t pending;
+    x->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+}
+
+void mt_xfsz_release(const struct mt_xfsz *x)
+{
+    sigset_t pending;
+    if (!x->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGXFSZ);
+        struct timespec now = {0, 0};
+        int e = errno;
+        sigtimedwait(&s, NULL, &now); /* ours: the write already failed with EFBIG */
+        errno = e;
+    }
+    pthread_sigmask(SIG_SETMASK, &x->old, NULL);
 }
 
 static int stream_write_buffer(const struct memtrace_event *ev, size_t n)
@@ -87,11 +115,12 @@ static void *stream_main(void *arg)
         if (mt_rec.writer_busy) {
             mt_runlock();
             int rc = stream_error ? 0 : stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
+            int e = errno;
             mt_rlock();
             if (rc != 0 && !stream_error) {
                 stream_error = rc;
                 mt_log("stream write failed (%s); recording goes on in memory only",
-                       memtrace_strerror(rc));
+                       rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
             }
             mt_rec.nbuf[full] = 0;
             mt_rec.writer_busy = 0;
@@ -118,6 +147,8 @@ void mt_stream_finish(void)
     rsignal(&mt_rec.work);
     mt_runlock();
     pthread_join(writer_thread, NULL);
+    struct mt_xfsz x;
+    mt_xfsz_hold(&x);
     int rc = stream_error;
     if (rc == 0)
         rc = mt_state_write(writer, &stream_marks);
@@ -126,9 +157,12 @@ void mt_stream_finish(void)
         rc = mt_writer_end(writer, end);
     else
         mt_writer_abort(writer);
+    int e = errno;
     free(end);
+    mt_xfsz_release(&x);
     if (rc != 0 && !stream_error)
-        mt_log("could not finish the stream: %s", memtrace_strerror(rc));
+        mt_log("could not finish the stream: %s",
+               rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
     mt_rlock();
     writer = NULL;
     mt_rec.streaming = 0;
@@ -169,7 +203,15 @@ int mt_stream_start(const char *path)
     mt_rec.stopping = 0;
     stream_error = 0;
     mt_rec.streaming = 1;
-    if (pthread_create(&writer_thread, NULL, stream_main, NULL) != 0) {
+    /* The writer thread takes no signal meant for the program, and a write past
+     * RLIMIT_FSIZE fails there with EFBIG, like a full disk, instead of raising
+     * SIGXFSZ, which would kill the process. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int created = pthread_create(&writer_thread, NULL, stream_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (created != 0) {
         mt_rec.streaming = 0;
         writer = NULL;
         mt_writer_abort(w);
