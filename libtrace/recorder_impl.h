@@ -150,6 +150,10 @@ MT_HIDDEN int mt_stream_wait_room(void);
 /* In a forked child: forgets the parent's stream. */
 MT_HIDDEN void mt_stream_atfork_child(void);
 
+/* MT_WRITER_OVERWRITE when MEMTRACE_OVERWRITE=1 allows replacing an existing file,
+ * else 0: the flags of every file the recorder creates. */
+MT_HIDDEN unsigned mt_output_flags(void);
+
 /* Between hold and release, a write by this thread past RLIMIT_FSIZE fails with
  * EFBIG instead of killing the process with SIGXFSZ; release consumes the signal
  * such a write left pending, and restores the thread's mask. */

@@ -56,6 +56,12 @@ static void rsignal(atomic_uint *word)
     futex_wake_all(word);
 }
 
+unsigned mt_output_flags(void)
+{
+    const char *v = getenv("MEMTRACE_OVERWRITE");
+    return v != NULL && strcmp(v, "1") == 0 ? MT_WRITER_OVERWRITE : 0;
+}
+
 void mt_xfsz_hold(struct mt_xfsz *x)
 {
     sigset_t s;
@@ -176,7 +182,7 @@ void mt_stream_finish(void)
 int mt_stream_start(const char *path)
 {
     struct mt_writer *w;
-    int rc = mt_writer_open(&w, path);
+    int rc = mt_writer_open(&w, path, mt_output_flags());
     if (rc != 0)
         return rc;
     char *m = mt_meta_dump(&stream_meta_gen);

@@ -130,6 +130,42 @@ static void unwritable(void)
     free(out);
 }
 
+/* An output that exists already (a file, or a link to one) is left alone: one line
+ * naming it and the reason, and the program runs unrecorded. */
+static void existing(void)
+{
+    char file[400], link_path[400], err_path[400], want[1200];
+    snprintf(file, sizeof file, "%s/existing.txt", h_tmpdir);
+    snprintf(link_path, sizeof link_path, "%s/existing-link.memtrace", h_tmpdir);
+    snprintf(err_path, sizeof err_path, "%s/existing.err", h_tmpdir);
+    FILE *f = fopen(file, "w");
+    fputs("precious\n", f);
+    fclose(f);
+    if (symlink(file, link_path) != 0)
+        bail_out("symlink failed");
+    const char *paths[] = {file, link_path};
+    for (int i = 0; i < 2; i++) {
+        setenv("MEMTRACE_OUTPUT", paths[i], 1);
+        char *argv[] = {PROG_DIR "/cuda_prog", "driver", NULL};
+        char *out;
+        int st = h_run(argv, 1, &out, err_path);
+        char *err = h_slurp_file(err_path);
+        snprintf(want, sizeof want,
+                 "memtrace: cannot record to %s: File exists; recording is off for this process\n",
+                 paths[i]);
+        is_string(want, err, "output %s exists: one line naming it", i ? "link" : "file");
+        char *kept = h_slurp_file(file);
+        ok(st == 0 && strstr(out, "C cuMemAlloc_v2 1\n") != NULL && strcmp(kept, "precious\n") == 0,
+           "the program runs to the end and the file is untouched");
+        free(kept);
+        free(err);
+        free(out);
+    }
+    unsetenv("MEMTRACE_OUTPUT");
+    unlink(link_path);
+    unlink(file);
+}
+
 /* A refused dump signal leaves the program to crash as it would unrecorded: killed
  * by SIGSEGV (exit 139 in a shell), not looping in a handler writing dumps. */
 static void crash(void)
@@ -163,8 +199,9 @@ static void crash(void)
 int main(void)
 {
     h_setup();
-    plan(34);
+    plan(38);
     unwritable();
+    existing();
     unit();
     bad_value("MEMTRACE_STACKS", "deep");
     bad_value("MEMTRACE_STACKS", "129");

@@ -1,4 +1,5 @@
-/* recorder_stream-t: libtrace/recorder_stream.c and the files the recorder writes.
+/* recorder_stream-t: libtrace/recorder_stream.c and the files the recorder writes
+ * (streams and dumps: never through a link, never over a file, 0600).
  * A stream that reaches RLIMIT_FSIZE must end as a full disk does: one warning line
  * with the reason, recording stops, the file reads up to its last whole chunk, and
  * the program keeps its own exit status (it used to die of SIGXFSZ, status 153). */
@@ -143,12 +144,95 @@ static void test_file_size_limit(void)
     unlink(out);
 }
 
+static int start_stream(const char *path)
+{
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    o.context = MEMTRACE_CONTEXT_NONE;
+    o.stream_path = path;
+    return memtrace_record_history(&o);
+}
+
+static int temporaries(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp- >/dev/null", tmpdir);
+    return system(cmd) == 0;
+}
+
+/* The files the recorder creates: never through a link, 0600, never over an existing
+ * file unless MEMTRACE_OVERWRITE=1; a dump appears whole or not at all. */
+static void test_no_clobber(void)
+{
+    char file[300], link_path[300], dump[300];
+    snprintf(file, sizeof file, "%s/mine.txt", tmpdir);
+    snprintf(link_path, sizeof link_path, "%s/link.memtrace", tmpdir);
+    snprintf(dump, sizeof dump, "%s/dump.memtrace", tmpdir);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, "precious\n", 9) != 9 || symlink(file, link_path) != 0)
+        bail_out("cannot set up files");
+    close(fd);
+    unsetenv("MEMTRACE_OVERWRITE");
+    mode_t mask = umask(022);
+
+    errno = 0;
+    is_int(MEMTRACE_EIO, start_stream(file), "a stream to an existing file is refused");
+    is_int(EEXIST, errno, "with EEXIST");
+    errno = 0;
+    is_int(MEMTRACE_EIO, start_stream(link_path), "a stream through a symbolic link is refused");
+    setenv("MEMTRACE_OVERWRITE", "1", 1);
+    errno = 0;
+    is_int(MEMTRACE_EIO, start_stream(link_path), "even with MEMTRACE_OVERWRITE=1");
+    is_int(ELOOP, errno, "with ELOOP");
+    is_string("precious\n", slurp(file), "the file and the link's target are untouched");
+    unsetenv("MEMTRACE_OVERWRITE");
+
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    o.context = MEMTRACE_CONTEXT_NONE;
+    memtrace_record_history(&o);
+    struct memtrace_event ev = {.action = MEMTRACE_ALLOC, .addr = 4096, .size = 512};
+    struct stat sb = {0};
+    memtrace_record_event(&ev);
+    is_int(0, memtrace_dump_snapshot(dump), "a dump to a new name");
+    stat(dump, &sb);
+    is_int(0600, sb.st_mode & 0777, "is created 0600");
+    errno = 0;
+    is_int(MEMTRACE_EIO, memtrace_dump_snapshot(dump), "a second dump to the same name is refused");
+    is_int(EEXIST, errno, "with EEXIST");
+    errno = 0;
+    is_int(MEMTRACE_EIO, memtrace_dump_snapshot(link_path), "a dump over a symbolic link too");
+    is_string("precious\n", slurp(file), "whose target is untouched");
+    setenv("MEMTRACE_OVERWRITE", "1", 1);
+    memtrace_record_event(&ev);
+    is_int(0, memtrace_dump_snapshot(dump), "with MEMTRACE_OVERWRITE=1 the dump is replaced");
+    unsetenv("MEMTRACE_OVERWRITE");
+    struct memtrace_reader *r;
+    struct memtrace_errinfo ei;
+    long long n = 0;
+    if (memtrace_reader_open(&r, dump, &ei) == 0) {
+        struct memtrace_event e;
+        while (memtrace_reader_next(r, &e) == 1)
+            n++;
+        memtrace_reader_close(r);
+    }
+    /* every call records its snapshot event, the refused ones too */
+    is_int(6, n, "by the newer one (alloc, 3 snapshots, alloc, snapshot)");
+    ok(!temporaries(), "no temporary file is left");
+    memtrace_record_history(NULL);
+    umask(mask);
+    unlink(dump);
+    unlink(link_path);
+    unlink(file);
+}
+
 int main(void)
 {
     if (mkdtemp(tmpdir) == NULL)
         bail_out("mkdtemp failed");
-    plan(7);
+    plan(22);
     test_file_size_limit();
+    test_no_clobber();
     rmdir(tmpdir);
     return exit_status();
 }

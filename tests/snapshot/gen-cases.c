@@ -81,7 +81,7 @@ static void end_chunk(struct image *im)
 static struct mt_writer *start(void)
 {
     struct mt_writer *w;
-    if (mt_writer_open(&w, tmp) != 0) {
+    if (mt_writer_open(&w, tmp, MT_WRITER_OVERWRITE) != 0) {
         fprintf(stderr, "gen-cases: cannot write %s\n", tmp);
         exit(1);
     }

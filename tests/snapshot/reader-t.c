@@ -40,7 +40,7 @@ static void make_valid(const char *path)
     events[NEV - 1].addr = UINT64_MAX;
     events[NEV - 1].time_ns = UINT64_MAX;
     struct mt_writer *w;
-    if (mt_writer_open(&w, path) != 0)
+    if (mt_writer_open(&w, path, MT_WRITER_OVERWRITE) != 0)
         bail_out("cannot write test file");
     mt_writer_meta(w, "{\"pid\":7}");
     const char *strs[2] = {"caching_allocator", "main"};

@@ -143,7 +143,7 @@ static void check_corrupt(void)
         ev[k].size = 64;
     }
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, "{\"host\": \"h\"}"), "mt_writer_meta");
     uint64_t before = mt_writer_bytes(w);
     cli_check(mt_writer_events(w, ev, 100), "mt_writer_events");
@@ -176,7 +176,7 @@ int main(void)
     cli_scratch();
     const char *file = cli_path("ok.memtrace");
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, file), "mt_writer_open");
+    cli_check(mt_writer_open(&w, file, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
     check_help();
     check_usage_errors(file);

@@ -67,7 +67,7 @@ static int write_info_file(const char *path, int end, uint64_t *first_chunk_end)
     segs[1].is_large = 1;
 
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, meta), "mt_writer_meta");
     cli_check(mt_writer_strings(w, 1, 3, strs), "mt_writer_strings");
     cli_check(mt_writer_frames(w, 1, 4, frames), "mt_writer_frames");

@@ -220,7 +220,7 @@ static void write_file(const char *path, const struct evlist *l, int end)
 {
     struct mt_writer *w;
     char meta[256];
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     snprintf(meta, sizeof(meta),
              "{\"host\": \"testhost\", \"pid\": 1, \"start_time_ns\": %llu, "
              "\"start_monotonic_ns\": %llu}",
