@@ -77,7 +77,7 @@ struct memtrace_reader {
     uint32_t nframes;
     size_t fblocks_cap;
 
-    uint32_t *st_parent, *st_frame;
+    uint32_t *st_parent, *st_frame, *st_depth;
     uint32_t nstacks;
     size_t st_cap;
 
@@ -138,7 +138,7 @@ static int grow(void **buf, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* The two stack columns share one capacity. */
+/* The three stack columns share one capacity. */
 static int grow_stacks(struct memtrace_reader *r, size_t need)
 {
     if (need <= r->st_cap)
@@ -146,7 +146,7 @@ static int grow_stacks(struct memtrace_reader *r, size_t need)
     size_t n = r->st_cap ? r->st_cap : 16;
     while (n < need)
         n *= 2;
-    uint32_t **cols[] = {&r->st_parent, &r->st_frame};
+    uint32_t **cols[] = {&r->st_parent, &r->st_frame, &r->st_depth};
     for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
         uint32_t *a = realloc(*cols[i], n * sizeof(uint32_t));
         if (a == NULL)
@@ -401,7 +401,7 @@ static int absorb_stacks(struct memtrace_reader *r, size_t len)
         return rc;
     if (n > (uint64_t)(end - p) / 2)
         return bad_payload(r, "stacks", "count exceeds payload");
-    if (charge(r, "stacks", n * 2 * sizeof(uint32_t)) < 0)
+    if (charge(r, "stacks", n * 3 * sizeof(uint32_t)) < 0)
         return r->err.code;
     if (grow_stacks(r, (size_t)r->nstacks + n + 1) < 0)
         return fail(r, MEMTRACE_ENOMEM, r->chunk_off, "out of memory");
@@ -412,8 +412,11 @@ static int absorb_stacks(struct memtrace_reader *r, size_t len)
         uint64_t id = (uint64_t)r->nstacks + 1;
         if (up == 0 || up > id)
             return bad_payload(r, "stacks", "parent is not an earlier node");
-        r->st_parent[id] = (uint32_t)(id - up);
+        uint32_t parent = (uint32_t)(id - up);
+        r->st_parent[id] = parent;
         r->st_frame[id] = frame > UINT32_MAX ? 0 : (uint32_t)frame;
+        /* Parents come first, so the depth is known now: asking for it is O(1). */
+        r->st_depth[id] = parent ? r->st_depth[parent] + 1 : 1;
         r->nstacks++;
     }
     if (p != end)
@@ -896,16 +899,16 @@ const char *memtrace_reader_string(const struct memtrace_reader *r, uint32_t id)
 int memtrace_reader_stack(const struct memtrace_reader *r, uint32_t stack, uint32_t *frames,
                           int max)
 {
-    int depth = 0;
     uint32_t id = stack <= r->nstacks ? stack : 0;
-    /* Parents always point to smaller ids, so this ends. */
-    while (id != 0 && depth < INT_MAX) {
-        if (depth < max && frames != NULL)
-            frames[depth] = r->st_frame[id];
-        depth++;
+    if (id == 0)
+        return 0;
+    uint32_t depth = r->st_depth[id];
+    uint32_t n = frames == NULL || max <= 0 ? 0 : depth < (uint32_t)max ? depth : (uint32_t)max;
+    for (uint32_t k = 0; k < n; k++) {
+        frames[k] = r->st_frame[id];
         id = r->st_parent[id];
     }
-    return depth;
+    return depth > INT_MAX ? INT_MAX : (int)depth;
 }
 
 const struct memtrace_frame *memtrace_reader_frame(const struct memtrace_reader *r, uint32_t id)
@@ -976,6 +979,7 @@ void memtrace_reader_close(struct memtrace_reader *r)
     free(r->fblocks);
     free(r->st_parent);
     free(r->st_frame);
+    free(r->st_depth);
     json_decref(r->meta);
     free(r->meta_text);
     free(r->end_text);
