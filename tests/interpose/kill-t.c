@@ -65,7 +65,7 @@ int main(void)
     h_read(&f, dump);
     is_int(0, f.truncated, "the dump is complete");
     is_int(50, (long long)h_count(&f, MEMTRACE_SEGMENT_ALLOC), "the dump has the 50 allocations");
-    is_int(50, (long long)memtrace_reader_segment_count(f.r), "and their 50 live segments");
+    is_int(50, h_segments(&f), "and their 50 live segments");
     h_close(&f);
 
     char *iargv[] = {BUILDDIR "/memtrace", "info", path, NULL};
