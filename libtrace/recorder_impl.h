@@ -55,8 +55,9 @@ struct mt_recorder {
     int space_waiters;
     struct memtrace_event *buf[2];
     uint32_t nbuf[2];
-    int cur;         /* buffer being filled */
-    int writer_busy; /* the other buffer is with the writer */
+    int cur;           /* buffer being filled */
+    uint64_t first_ns; /* when buf[cur] got its first event (mt_now_ns) */
+    int writer_busy;   /* the other buffer is with the writer */
     int stopping;
 };
 
@@ -171,6 +172,8 @@ static inline void mt_stream_append(const struct memtrace_event *ev)
         return;
     struct memtrace_event *b = mt_rec.buf[mt_rec.cur];
     uint32_t k = mt_rec.nbuf[mt_rec.cur]++;
+    if (MT_UNLIKELY(k == 0))
+        mt_rec.first_ns = mt_now_ns(); /* the writer's deadline counts from here */
     __builtin_prefetch((void *)((uintptr_t)&b[k] + MT_PREFETCH_AHEAD * sizeof *ev), 1, 3);
     b[k] = *ev;
 }

@@ -3,8 +3,9 @@
  * two event buffers it shares with the hot path are in mt_rec (recorder_impl.h).
  *
  * Recording threads fill one buffer while the writer encodes the other; a full
- * buffer is handed over at once, a partial one every flush_ms. If the writer falls
- * behind, a recording thread waits for it rather than dropping events. */
+ * buffer is handed over at once, a partial one flush_ms / 2 after its first event,
+ * so that it is on disk within flush_ms of it. If the writer falls behind, a
+ * recording thread waits for it rather than dropping events. */
 #include "config.h"
 
 #include "recorder_impl.h"
@@ -103,14 +104,33 @@ static int stream_write_buffer(const struct memtrace_event *ev, size_t n)
     return rc;
 }
 
+/* Called with the lock: how long the writer may sleep before it must hand the
+ * buffer being filled to the file. A flush starts at most flush_ms / 2 after the
+ * buffer's first event, so that the write has the other half of the interval to
+ * finish: the documented bound is on what is on disk, from the first event on. */
+static unsigned stream_wait_ms(void)
+{
+    unsigned half = mt_rec.flush_ms / 2 ? mt_rec.flush_ms / 2 : 1;
+    if (mt_rec.nbuf[mt_rec.cur] == 0)
+        return half;
+    uint64_t age = mt_now_ns() - mt_rec.first_ns;
+    uint64_t due = (uint64_t)half * 1000000u;
+    return age >= due ? 0 : (unsigned)((due - age + 999999u) / 1000000u);
+}
+
 static void *stream_main(void *arg)
 {
     (void)arg;
     mt_ring_set_busy(1); /* never record our own work */
     mt_rlock();
     for (;;) {
-        if (!mt_rec.writer_busy && !mt_rec.stopping)
-            rwait(&mt_rec.work, mt_rec.flush_ms);
+        if (!mt_rec.writer_busy && !mt_rec.stopping) {
+            unsigned ms = stream_wait_ms();
+            if (ms > 0)
+                rwait(&mt_rec.work, ms);
+            if (!mt_rec.writer_busy && !mt_rec.stopping && stream_wait_ms() > 0)
+                continue; /* woken early, or the buffer's first event came meanwhile */
+        }
         if (!mt_rec.writer_busy && mt_rec.nbuf[mt_rec.cur] > 0) {
             mt_rec.cur ^= 1;
             mt_rec.nbuf[mt_rec.cur] = 0;

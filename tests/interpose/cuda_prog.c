@@ -3,7 +3,7 @@
  * one line per expected event:
  *     E <action> <source> <addr> <size> <device>
  * and, after the work, the driver's call counters: C <symbol> <calls>.
- * Modes: driver, threads, fork, kill FD, stacks, hold MS, crash, quiet N. */
+ * Modes: driver, threads, fork, kill FD, stacks, hold MS, loop, crash, quiet N. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -343,6 +344,22 @@ static int hold(int ms)
     return 0;
 }
 
+/* Allocates and frees a block every millisecond until killed; prints the
+ * CLOCK_MONOTONIC time of its first allocation ("S ns") once it is made. */
+static int loop(void)
+{
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 4096));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    printf("S %lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    for (unsigned i = 0;; i++) {
+        CHECK(cuMemFree_v2(p));
+        CHECK(cuMemAlloc_v2(&p, 4096 + i % 64));
+        usleep(1000);
+    }
+}
+
 /* One allocation, then a real fault: the program must die of it as it would
  * without the preload. */
 static int crash(void)
@@ -378,6 +395,8 @@ int main(int argc, char **argv)
         return killme(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(mode, "stacks") == 0)
         return stacks();
+    if (strcmp(mode, "loop") == 0)
+        return loop();
     if (strcmp(mode, "crash") == 0)
         return crash();
     if (strcmp(mode, "hold") == 0 && argc > 2)
