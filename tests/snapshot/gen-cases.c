@@ -243,8 +243,7 @@ static void bomb_cases(void)
     for (uint32_t i = 0; i < 3; i++)
         table_bomb(&im, MT_CHUNK_STACKS, 1 + i * (4u << 20), 4u << 20, node, 2);
     end_chunk(&im);
-    save("invalid", "bomb-chunks", &im,
-         "code -4\nerror its stacks would bring the tables to");
+    save("invalid", "bomb-chunks", &im, "code -4\nerror its stacks would bring the tables to");
 }
 
 static void invalid_cases(void)
