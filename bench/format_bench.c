@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     mt_training_next(&t, ev, total);
 
     struct mt_writer *w;
-    if (mt_writer_open(&w, path) != 0) {
+    if (mt_writer_open(&w, path, MT_WRITER_OVERWRITE) != 0) {
         fprintf(stderr, "format_bench: cannot create %s\n", path);
         return 1;
     }

@@ -114,7 +114,7 @@ int main(int argc, char **argv)
         return 2;
     }
     static struct out o;
-    if (mt_writer_open(&o.w, argv[2]) != 0) {
+    if (mt_writer_open(&o.w, argv[2], MT_WRITER_OVERWRITE) != 0) {
         fprintf(stderr, "memtrace: gen_trace: cannot write %s\n", argv[2]);
         return 1;
     }

@@ -68,28 +68,23 @@ int mt_ip_config_bad(const char *var, const char *value, const char *accepted)
     return -1;
 }
 
-static const struct {
-    const char *name;
-    int sig;
-} signals[] = {
-    {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"USR1", SIGUSR1},
-    {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM},
-    {"CHLD", SIGCHLD},     {"CONT", SIGCONT}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
-    {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
-    {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-    {"PWR", SIGPWR},       {"SYS", SIGSYS},
-};
-
+/* The dump signal must be one the program and the system leave alone: USR1, USR2 or
+ * a real-time signal (SIGRTMIN..SIGRTMAX; glibc keeps 32 and 33 below SIGRTMIN for
+ * itself). A fault signal would loop, since the handler returns to the faulting
+ * instruction, and the others (INT, TERM, CHLD, PIPE, job control, timers) would
+ * lose the meaning the program or the terminal gives them. */
 static int parse_signal(const char *s)
 {
     unsigned long long n;
     if (parse_uint(s, 1000, &n) == 0)
-        return n >= 1 && (int)n <= SIGRTMAX && n != SIGKILL && n != SIGSTOP ? (int)n : -1;
+        return n == SIGUSR1 || n == SIGUSR2 || ((int)n >= SIGRTMIN && (int)n <= SIGRTMAX) ? (int)n
+                                                                                          : -1;
     if (strncmp(s, "SIG", 3) == 0)
         s += 3;
-    for (size_t i = 0; i < MT_ARRAY_SIZE(signals); i++)
-        if (strcmp(s, signals[i].name) == 0)
-            return signals[i].sig;
+    if (strcmp(s, "USR1") == 0)
+        return SIGUSR1;
+    if (strcmp(s, "USR2") == 0)
+        return SIGUSR2;
     return -1;
 }
 
@@ -137,9 +132,9 @@ int mt_ip_config_read(struct mt_ip_config *c)
     if (s != NULL && *s != '\0') {
         int sig = parse_signal(s);
         if (sig < 0)
-            return mt_ip_config_bad(
-                MTX_ENV_DUMP_SIGNAL, s,
-                "a signal name or number such as USR2, SIGUSR2 or 12; not KILL or STOP");
+            return mt_ip_config_bad(MTX_ENV_DUMP_SIGNAL, s,
+                                    "USR1, USR2, SIGUSR2, 12, or a real-time signal's number; "
+                                    "not a fault or system signal");
         c->dump_signal = sig;
     }
 

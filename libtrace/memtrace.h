@@ -136,7 +136,9 @@ MEMTRACE_API void memtrace_options_init(struct memtrace_options *o);
  * (a stream, once open, stays open). With o == NULL, stops recording: the stream,
  * if any, gets the final state and its end record and is closed; the history is
  * kept for memtrace_dump_snapshot() until the next start. Returns MEMTRACE_EINVAL
- * for an option out of range, MEMTRACE_EIO if the stream cannot be created. */
+ * for an option out of range, MEMTRACE_EIO if the stream cannot be created (errno
+ * kept): it is created mode 0600, never through a symbolic link, and never over an
+ * existing file (EEXIST) unless the environment has MEMTRACE_OVERWRITE=1. */
 MEMTRACE_API int memtrace_record_history(const struct memtrace_options *o);
 
 /* In a child made by fork(), recording is stopped, the history is empty and the
@@ -241,8 +243,11 @@ MEMTRACE_API int memtrace_state_provider_remove(int handle);
 
 /* Writes the history held in memory, the current state from every provider and an
  * end record to a new .memtrace file at path, and records a MEMTRACE_SNAPSHOT event.
- * Works while recording or after a stop. Returns MEMTRACE_EIO if path cannot be
- * written (errno kept); a partial file is removed. */
+ * Works while recording or after a stop. The file is written under a temporary
+ * name in path's directory and renamed to path once complete, with the rules of
+ * a stream (0600, no link, no existing file unless MEMTRACE_OVERWRITE=1). Returns
+ * MEMTRACE_EIO if path cannot be written (errno kept: EEXIST for an existing file);
+ * nothing is left behind then. */
 MEMTRACE_API int memtrace_dump_snapshot(const char *path);
 
 /* Counts since the last start: events accepted, events dropped from the history

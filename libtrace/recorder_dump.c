@@ -23,16 +23,16 @@ int memtrace_dump_snapshot(const char *path)
     memtrace_record_event(&snap);
 
     int saved_busy = mt_ring_set_busy(1);
+    struct mt_xfsz x;
+    mt_xfsz_hold(&x);
     struct mt_writer *w = NULL;
     struct memtrace_event *ev = NULL;
     size_t n = 0;
     struct mt_table_marks marks = {0};
     char *m = NULL, *end = NULL;
-    int created = 0;
-    int rc = mt_writer_open(&w, path);
+    int rc = mt_writer_open(&w, path, MT_WRITER_ATOMIC | mt_output_flags());
     if (rc != 0)
         goto out;
-    created = 1;
     m = mt_meta_dump(NULL);
     rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
     if (rc != 0)
@@ -50,22 +50,22 @@ int memtrace_dump_snapshot(const char *path)
     if (rc == 0)
         rc = mt_state_write(w, &marks);
     end = mt_meta_end_json();
+    if (rc == 0 && end == NULL)
+        rc = MEMTRACE_ENOMEM;
     if (rc == 0)
-        rc = end ? mt_writer_end(w, end) : MEMTRACE_ENOMEM;
+        rc = mt_writer_end(w, end);
     else
         mt_writer_abort(w);
     w = NULL;
 out:
     if (w != NULL)
         mt_writer_abort(w);
-    if (rc != 0 && created) {
-        int e = errno;
-        unlink(path);
-        errno = e;
-    }
+    int e = errno;
     free(ev);
     free(m);
     free(end);
+    mt_xfsz_release(&x);
     mt_ring_set_busy(saved_busy);
+    errno = e;
     return rc;
 }

@@ -17,6 +17,7 @@
 #define MEMTRACE_RECORDER_IMPL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,8 +56,9 @@ struct mt_recorder {
     int space_waiters;
     struct memtrace_event *buf[2];
     uint32_t nbuf[2];
-    int cur;         /* buffer being filled */
-    int writer_busy; /* the other buffer is with the writer */
+    int cur;           /* buffer being filled */
+    uint64_t first_ns; /* when buf[cur] got its first event (mt_now_ns) */
+    int writer_busy;   /* the other buffer is with the writer */
     int stopping;
 };
 
@@ -150,6 +152,20 @@ MT_HIDDEN int mt_stream_wait_room(void);
 /* In a forked child: forgets the parent's stream. */
 MT_HIDDEN void mt_stream_atfork_child(void);
 
+/* MT_WRITER_OVERWRITE when MEMTRACE_OVERWRITE=1 allows replacing an existing file,
+ * else 0: the flags of every file the recorder creates. */
+MT_HIDDEN unsigned mt_output_flags(void);
+
+/* Between hold and release, a write by this thread past RLIMIT_FSIZE fails with
+ * EFBIG instead of killing the process with SIGXFSZ; release consumes the signal
+ * such a write left pending, and restores the thread's mask. */
+struct mt_xfsz {
+    sigset_t old;
+    int was_pending;
+};
+MT_HIDDEN void mt_xfsz_hold(struct mt_xfsz *x);
+MT_HIDDEN void mt_xfsz_release(const struct mt_xfsz *x);
+
 /* Called with the lock. */
 static inline void mt_stream_append(const struct memtrace_event *ev)
 {
@@ -157,6 +173,8 @@ static inline void mt_stream_append(const struct memtrace_event *ev)
         return;
     struct memtrace_event *b = mt_rec.buf[mt_rec.cur];
     uint32_t k = mt_rec.nbuf[mt_rec.cur]++;
+    if (MT_UNLIKELY(k == 0))
+        mt_rec.first_ns = mt_now_ns(); /* the writer's deadline counts from here */
     __builtin_prefetch((void *)((uintptr_t)&b[k] + MT_PREFETCH_AHEAD * sizeof *ev), 1, 3);
     b[k] = *ev;
 }

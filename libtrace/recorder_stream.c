@@ -3,8 +3,9 @@
  * two event buffers it shares with the hot path are in mt_rec (recorder_impl.h).
  *
  * Recording threads fill one buffer while the writer encodes the other; a full
- * buffer is handed over at once, a partial one every flush_ms. If the writer falls
- * behind, a recording thread waits for it rather than dropping events. */
+ * buffer is handed over at once, a partial one flush_ms / 2 after its first event,
+ * so that it is on disk within flush_ms of it. If the writer falls behind, a
+ * recording thread waits for it rather than dropping events. */
 #include "config.h"
 
 #include "recorder_impl.h"
@@ -13,13 +14,16 @@
 #include "util.h"
 #include "writer.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +57,37 @@ static void rsignal(atomic_uint *word)
     futex_wake_all(word);
 }
 
+unsigned mt_output_flags(void)
+{
+    const char *v = getenv("MEMTRACE_OVERWRITE");
+    return v != NULL && strcmp(v, "1") == 0 ? MT_WRITER_OVERWRITE : 0;
+}
+
+void mt_xfsz_hold(struct mt_xfsz *x)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &s, &x->old);
+    sigset_t pending;
+    x->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+}
+
+void mt_xfsz_release(const struct mt_xfsz *x)
+{
+    sigset_t pending;
+    if (!x->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGXFSZ);
+        struct timespec now = {0, 0};
+        int e = errno;
+        sigtimedwait(&s, NULL, &now); /* ours: the write already failed with EFBIG */
+        errno = e;
+    }
+    pthread_sigmask(SIG_SETMASK, &x->old, NULL);
+}
+
 static int stream_write_buffer(const struct memtrace_event *ev, size_t n)
 {
     int rc = mt_tables_write(writer, &stream_marks);
@@ -69,14 +104,33 @@ static int stream_write_buffer(const struct memtrace_event *ev, size_t n)
     return rc;
 }
 
+/* Called with the lock: how long the writer may sleep before it must hand the
+ * buffer being filled to the file. A flush starts at most flush_ms / 2 after the
+ * buffer's first event, so that the write has the other half of the interval to
+ * finish: the documented bound is on what is on disk, from the first event on. */
+static unsigned stream_wait_ms(void)
+{
+    unsigned half = mt_rec.flush_ms / 2 ? mt_rec.flush_ms / 2 : 1;
+    if (mt_rec.nbuf[mt_rec.cur] == 0)
+        return half;
+    uint64_t age = mt_now_ns() - mt_rec.first_ns;
+    uint64_t due = (uint64_t)half * 1000000u;
+    return age >= due ? 0 : (unsigned)((due - age + 999999u) / 1000000u);
+}
+
 static void *stream_main(void *arg)
 {
     (void)arg;
     mt_ring_set_busy(1); /* never record our own work */
     mt_rlock();
     for (;;) {
-        if (!mt_rec.writer_busy && !mt_rec.stopping)
-            rwait(&mt_rec.work, mt_rec.flush_ms);
+        if (!mt_rec.writer_busy && !mt_rec.stopping) {
+            unsigned ms = stream_wait_ms();
+            if (ms > 0)
+                rwait(&mt_rec.work, ms);
+            if (!mt_rec.writer_busy && !mt_rec.stopping && stream_wait_ms() > 0)
+                continue; /* woken early, or the buffer's first event came meanwhile */
+        }
         if (!mt_rec.writer_busy && mt_rec.nbuf[mt_rec.cur] > 0) {
             mt_rec.cur ^= 1;
             mt_rec.nbuf[mt_rec.cur] = 0;
@@ -87,11 +141,12 @@ static void *stream_main(void *arg)
         if (mt_rec.writer_busy) {
             mt_runlock();
             int rc = stream_error ? 0 : stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
+            int e = errno;
             mt_rlock();
             if (rc != 0 && !stream_error) {
                 stream_error = rc;
                 mt_log("stream write failed (%s); recording goes on in memory only",
-                       memtrace_strerror(rc));
+                       rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
             }
             mt_rec.nbuf[full] = 0;
             mt_rec.writer_busy = 0;
@@ -118,6 +173,8 @@ void mt_stream_finish(void)
     rsignal(&mt_rec.work);
     mt_runlock();
     pthread_join(writer_thread, NULL);
+    struct mt_xfsz x;
+    mt_xfsz_hold(&x);
     int rc = stream_error;
     if (rc == 0)
         rc = mt_state_write(writer, &stream_marks);
@@ -126,9 +183,12 @@ void mt_stream_finish(void)
         rc = mt_writer_end(writer, end);
     else
         mt_writer_abort(writer);
+    int e = errno;
     free(end);
+    mt_xfsz_release(&x);
     if (rc != 0 && !stream_error)
-        mt_log("could not finish the stream: %s", memtrace_strerror(rc));
+        mt_log("could not finish the stream: %s",
+               rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
     mt_rlock();
     writer = NULL;
     mt_rec.streaming = 0;
@@ -142,7 +202,7 @@ void mt_stream_finish(void)
 int mt_stream_start(const char *path)
 {
     struct mt_writer *w;
-    int rc = mt_writer_open(&w, path);
+    int rc = mt_writer_open(&w, path, mt_output_flags());
     if (rc != 0)
         return rc;
     char *m = mt_meta_dump(&stream_meta_gen);
@@ -169,7 +229,15 @@ int mt_stream_start(const char *path)
     mt_rec.stopping = 0;
     stream_error = 0;
     mt_rec.streaming = 1;
-    if (pthread_create(&writer_thread, NULL, stream_main, NULL) != 0) {
+    /* The writer thread takes no signal meant for the program, and a write past
+     * RLIMIT_FSIZE fails there with EFBIG, like a full disk, instead of raising
+     * SIGXFSZ, which would kill the process. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int created = pthread_create(&writer_thread, NULL, stream_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (created != 0) {
         mt_rec.streaming = 0;
         writer = NULL;
         mt_writer_abort(w);

@@ -55,12 +55,13 @@ struct mt_import_stats {
     int pickle;        /* the input was a pickle (else JSON) */
 };
 
-/* Imports the snapshot at in_path into a new .memtrace file at out_path. The input is
+/* Imports the snapshot at in_path into a new .memtrace file at out_path, created as
+ * mt_writer_open() does with writer_flags (MT_WRITER_ATOMIC is always added). The input is
  * read whole (a pickle or JSON tree has no streaming form): memory grows with the
  * snapshot, as it does for PyTorch's own readers. Returns 0, or a negative MEMTRACE_E*
  * code with err->text one line naming the file and the problem. */
-int mt_import_pytorch(const char *in_path, const char *out_path, struct mt_import_stats *st,
-                      struct memtrace_errinfo *err);
+int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer_flags,
+                      struct mt_import_stats *st, struct memtrace_errinfo *err);
 
 /* What a merge did. */
 struct mt_merge_stats {
@@ -76,7 +77,7 @@ struct mt_merge_stats {
  * final states joined, and the metadata listing the sources and their device maps.
  * Each input is read twice as a stream. Returns 0 or a negative MEMTRACE_E* code with
  * err->text filled. */
-int mt_merge(const char *const *paths, size_t n, const char *out_path, struct mt_merge_stats *st,
-             struct memtrace_errinfo *err);
+int mt_merge(const char *const *paths, size_t n, const char *out_path, unsigned writer_flags,
+             struct mt_merge_stats *st, struct memtrace_errinfo *err);
 
 #endif

@@ -323,8 +323,8 @@ static int write_state(struct mg *m, uint64_t t)
     return rc;
 }
 
-int mt_merge(const char *const *paths, size_t n, const char *out_path, struct mt_merge_stats *st,
-             struct memtrace_errinfo *err)
+int mt_merge(const char *const *paths, size_t n, const char *out_path, unsigned writer_flags,
+             struct mt_merge_stats *st, struct memtrace_errinfo *err)
 {
     struct mt_merge_stats s0;
     struct memtrace_errinfo e0;
@@ -372,7 +372,8 @@ int mt_merge(const char *const *paths, size_t n, const char *out_path, struct mt
         rc = mfail(&m, MEMTRACE_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = mt_writer_open(&m.w, out_path)) || (rc = mt_writer_meta(m.w, text))) {
+    if ((rc = mt_writer_open(&m.w, out_path, writer_flags | MT_WRITER_ATOMIC)) ||
+        (rc = mt_writer_meta(m.w, text))) {
         rc = mfail(&m, rc, "cannot write %s: %s", out_path, strerror(errno));
         goto out;
     }

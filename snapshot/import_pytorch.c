@@ -445,8 +445,8 @@ static json_t *build_meta(struct imp *im, json_t *root, uint64_t t0)
     return meta;
 }
 
-int mt_import_pytorch(const char *in_path, const char *out_path, struct mt_import_stats *st,
-                      struct memtrace_errinfo *err)
+int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer_flags,
+                      struct mt_import_stats *st, struct memtrace_errinfo *err)
 {
     struct memtrace_errinfo e0;
     struct mt_import_stats s0;
@@ -511,7 +511,7 @@ int mt_import_pytorch(const char *in_path, const char *out_path, struct mt_impor
         rc = ifail(im, MEMTRACE_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = mt_writer_open(&im->w, out_path)) != 0) {
+    if ((rc = mt_writer_open(&im->w, out_path, writer_flags | MT_WRITER_ATOMIC)) != 0) {
         rc = ifail(im, rc, "cannot create %s: %s", out_path, strerror(errno));
         goto out;
     }

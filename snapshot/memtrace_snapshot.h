@@ -66,7 +66,8 @@ MEMTRACE_API unsigned memtrace_reader_version(const struct memtrace_reader *r);
 MEMTRACE_API const char *memtrace_reader_string(const struct memtrace_reader *r, uint32_t id);
 
 /* Fills frames[0..max) with the frame ids of stack (innermost first) and returns the
- * stack's depth (which may exceed max). 0 for stack 0 or an unknown id. */
+ * stack's depth (which may exceed max). 0 for stack 0 or an unknown id. Costs what
+ * it copies: the reader keeps each node's depth, so the depth alone is O(1). */
 MEMTRACE_API int memtrace_reader_stack(const struct memtrace_reader *r, uint32_t stack,
                                        uint32_t *frames, int max);
 

@@ -25,6 +25,14 @@
 #define FRAME_BLOCK_SHIFT 12
 #define FRAME_BLOCK       (1u << FRAME_BLOCK_SHIFT)
 
+/* What the tables and the state may cost, unless MEMTRACE_TABLE_LIMIT_MB says: the
+ * larger of a floor and a multiple of the file's bytes read so far. A real file's
+ * tables cost at most about 12 bytes per byte on disk (a frame: 72 bytes in memory
+ * from at least 6 compressed bytes); a decompression bomb costs thousands. */
+#define TABLE_FLOOR (64ull << 20)
+#define TABLE_RATIO 64u
+#define TABLE_ENV   "MEMTRACE_TABLE_LIMIT_MB"
+
 struct rframe {
     struct memtrace_frame pub;
     uint32_t module, symbol, file;
@@ -69,7 +77,7 @@ struct memtrace_reader {
     uint32_t nframes;
     size_t fblocks_cap;
 
-    uint32_t *st_parent, *st_frame;
+    uint32_t *st_parent, *st_frame, *st_depth;
     uint32_t nstacks;
     size_t st_cap;
 
@@ -81,6 +89,10 @@ struct memtrace_reader {
     size_t nsegs;
     struct memtrace_block *blocks;
     uint64_t state_time;
+
+    uint64_t cost;       /* bytes held by the tables and the state */
+    uint64_t state_cost; /* the state's part of it */
+    uint64_t cost_limit; /* from MEMTRACE_TABLE_LIMIT_MB; 0: by the file's size */
 
     size_t ev_left, ev_index;
     uint32_t key;
@@ -126,7 +138,7 @@ static int grow(void **buf, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* The two stack columns share one capacity. */
+/* The three stack columns share one capacity. */
 static int grow_stacks(struct memtrace_reader *r, size_t need)
 {
     if (need <= r->st_cap)
@@ -134,15 +146,43 @@ static int grow_stacks(struct memtrace_reader *r, size_t need)
     size_t n = r->st_cap ? r->st_cap : 16;
     while (n < need)
         n *= 2;
-    uint32_t *a = realloc(r->st_parent, n * sizeof(uint32_t));
-    if (a == NULL)
-        return MEMTRACE_ENOMEM;
-    r->st_parent = a;
-    uint32_t *b = realloc(r->st_frame, n * sizeof(uint32_t));
-    if (b == NULL)
-        return MEMTRACE_ENOMEM;
-    r->st_frame = b;
+    uint32_t **cols[] = {&r->st_parent, &r->st_frame, &r->st_depth};
+    for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
+        uint32_t *a = realloc(*cols[i], n * sizeof(uint32_t));
+        if (a == NULL)
+            return MEMTRACE_ENOMEM;
+        *cols[i] = a;
+    }
     r->st_cap = n;
+    return 0;
+}
+
+static uint64_t cost_limit(const struct memtrace_reader *r, uint64_t read)
+{
+    if (r->cost_limit)
+        return r->cost_limit;
+    return read > TABLE_FLOOR / TABLE_RATIO ? read * TABLE_RATIO : TABLE_FLOOR;
+}
+
+static int over_limit(struct memtrace_reader *r, uint64_t off, const char *what, uint64_t total,
+                      uint64_t limit)
+{
+    return fail(
+        r, MEMTRACE_EFORMAT, off,
+        "chunk at offset %llu: its %s would bring the tables to %llu MiB, over the %llu MiB "
+        "this file may use (%s; set %s=N to allow N MiB)",
+        (unsigned long long)off, what, (unsigned long long)(total >> 20),
+        (unsigned long long)(limit >> 20),
+        r->cost_limit ? TABLE_ENV : "64 MiB, or 64 bytes per byte of the file", TABLE_ENV);
+}
+
+/* Counts bytes the current chunk's tables are about to take, or fails. */
+static int charge(struct memtrace_reader *r, const char *what, uint64_t bytes)
+{
+    uint64_t limit = cost_limit(r, r->offset);
+    if (bytes > limit || r->cost > limit - bytes)
+        return over_limit(r, r->chunk_off, what, r->cost + bytes, limit);
+    r->cost += bytes;
     return 0;
 }
 
@@ -224,6 +264,17 @@ static int read_chunk(struct memtrace_reader *r, int *type, size_t *raw_len)
         return fail(r, MEMTRACE_EFORMAT, off, "chunk at offset %llu: checksum mismatch",
                     (unsigned long long)off);
     }
+    /* A table holds at least its raw bytes: refuse a bomb before inflating it. */
+    static const char *const kinds[] = {[MT_CHUNK_STRINGS] = "strings",
+                                        [MT_CHUNK_FRAMES] = "frames",
+                                        [MT_CHUNK_STACKS] = "stacks",
+                                        [MT_CHUNK_STATE] = "state"};
+    if (h[0] < sizeof kinds / sizeof *kinds && kinds[h[0]] != NULL) {
+        uint64_t limit = cost_limit(r, end);
+        uint64_t kept = h[0] == MT_CHUNK_STATE ? r->cost - r->state_cost : r->cost;
+        if (len > limit || kept > limit - len)
+            return over_limit(r, off, kinds[h[0]], kept + len, limit);
+    }
     if (inflateReset(&r->zs) != Z_OK)
         return fail(r, MEMTRACE_ENOMEM, off, "out of memory");
     r->zs.next_in = r->stored;
@@ -268,6 +319,8 @@ static int absorb_strings(struct memtrace_reader *r, size_t len)
     size_t body = (size_t)(end - p);
     if (n > body)
         return bad_payload(r, "strings", "count exceeds payload");
+    if (charge(r, "strings", sizeof(struct kept) + body + 1 + n * sizeof(char *)) < 0)
+        return r->err.code;
     struct kept *k = malloc(sizeof(*k) + body + 1);
     if (k == NULL ||
         grow((void **)&r->str, &r->str_cap, (size_t)r->nstr + n + 1, sizeof(char *)) < 0) {
@@ -309,6 +362,8 @@ static int absorb_frames(struct memtrace_reader *r, size_t len)
         return rc;
     if (n > (uint64_t)(end - p) / 6)
         return bad_payload(r, "frames", "count exceeds payload");
+    if (charge(r, "frames", n * sizeof(struct rframe)) < 0)
+        return r->err.code;
     uint64_t prev_ip = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t v[6];
@@ -346,6 +401,8 @@ static int absorb_stacks(struct memtrace_reader *r, size_t len)
         return rc;
     if (n > (uint64_t)(end - p) / 2)
         return bad_payload(r, "stacks", "count exceeds payload");
+    if (charge(r, "stacks", n * 3 * sizeof(uint32_t)) < 0)
+        return r->err.code;
     if (grow_stacks(r, (size_t)r->nstacks + n + 1) < 0)
         return fail(r, MEMTRACE_ENOMEM, r->chunk_off, "out of memory");
     for (uint64_t i = 0; i < n; i++) {
@@ -355,8 +412,11 @@ static int absorb_stacks(struct memtrace_reader *r, size_t len)
         uint64_t id = (uint64_t)r->nstacks + 1;
         if (up == 0 || up > id)
             return bad_payload(r, "stacks", "parent is not an earlier node");
-        r->st_parent[id] = (uint32_t)(id - up);
+        uint32_t parent = (uint32_t)(id - up);
+        r->st_parent[id] = parent;
         r->st_frame[id] = frame > UINT32_MAX ? 0 : (uint32_t)frame;
+        /* Parents come first, so the depth is known now: asking for it is O(1). */
+        r->st_depth[id] = parent ? r->st_depth[parent] + 1 : 1;
         r->nstacks++;
     }
     if (p != end)
@@ -397,6 +457,13 @@ static int absorb_state(struct memtrace_reader *r, size_t len)
         return bad_payload(r, "state", "short header");
     if (n > (uint64_t)(end - p) / 12)
         return bad_payload(r, "state", "segment count exceeds payload");
+    /* The new state replaces the old one: count it in the old one's place. */
+    uint64_t cost_before = r->cost;
+    r->cost -= r->state_cost;
+    if (charge(r, "state", n * (sizeof(struct memtrace_segment) + sizeof(size_t))) < 0) {
+        r->cost = cost_before;
+        return r->err.code;
+    }
     struct memtrace_segment *segs = calloc(n ? n : 1, sizeof(*segs));
     size_t *first = calloc(n ? n : 1, sizeof(size_t));
     struct memtrace_block *blocks = NULL;
@@ -432,6 +499,10 @@ static int absorb_state(struct memtrace_reader *r, size_t len)
         }
         s->nblocks = (size_t)v[11];
         first[i] = nblocks;
+        if (charge(r, "state", s->nblocks * sizeof(*blocks)) < 0) {
+            rc = r->err.code;
+            goto out;
+        }
         if (grow((void **)&blocks, &bcap, nblocks + s->nblocks, sizeof(*blocks)) < 0) {
             rc = fail(r, MEMTRACE_ENOMEM, r->chunk_off, "out of memory");
             goto out;
@@ -466,9 +537,12 @@ static int absorb_state(struct memtrace_reader *r, size_t len)
     r->blocks = blocks;
     r->nsegs = (size_t)n;
     r->state_time = t;
+    r->state_cost = r->cost - (cost_before - r->state_cost);
+    cost_before = r->cost;
     segs = NULL;
     blocks = NULL;
 out:
+    r->cost = cost_before;
     free(segs);
     free(blocks);
     free(first);
@@ -648,6 +722,18 @@ int memtrace_reader_open(struct memtrace_reader **out, const char *path,
         }
         return MEMTRACE_ENOMEM;
     }
+    const char *lim = getenv(TABLE_ENV);
+    if (lim != NULL && *lim != '\0') {
+        char *e;
+        errno = 0;
+        unsigned long long mb = strtoull(lim, &e, 10);
+        if (*e != '\0' || errno != 0 || mb == 0 || mb > (1ull << 30) || lim[0] == '-') {
+            rc = fail(r, MEMTRACE_EINVAL, 0, "%s=%s is not valid (MiB, 1 to %llu)", TABLE_ENV, lim,
+                      1ull << 30);
+            goto fail;
+        }
+        r->cost_limit = mb << 20;
+    }
     r->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) {
         rc = fail(r, MEMTRACE_EIO, 0, "cannot open: %s", strerror(errno));
@@ -813,16 +899,16 @@ const char *memtrace_reader_string(const struct memtrace_reader *r, uint32_t id)
 int memtrace_reader_stack(const struct memtrace_reader *r, uint32_t stack, uint32_t *frames,
                           int max)
 {
-    int depth = 0;
     uint32_t id = stack <= r->nstacks ? stack : 0;
-    /* Parents always point to smaller ids, so this ends. */
-    while (id != 0 && depth < INT_MAX) {
-        if (depth < max && frames != NULL)
-            frames[depth] = r->st_frame[id];
-        depth++;
+    if (id == 0)
+        return 0;
+    uint32_t depth = r->st_depth[id];
+    uint32_t n = frames == NULL || max <= 0 ? 0 : depth < (uint32_t)max ? depth : (uint32_t)max;
+    for (uint32_t k = 0; k < n; k++) {
+        frames[k] = r->st_frame[id];
         id = r->st_parent[id];
     }
-    return depth;
+    return depth > INT_MAX ? INT_MAX : (int)depth;
 }
 
 const struct memtrace_frame *memtrace_reader_frame(const struct memtrace_reader *r, uint32_t id)
@@ -893,6 +979,7 @@ void memtrace_reader_close(struct memtrace_reader *r)
     free(r->fblocks);
     free(r->st_parent);
     free(r->st_frame);
+    free(r->st_depth);
     json_decref(r->meta);
     free(r->meta_text);
     free(r->end_text);

@@ -37,8 +37,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -69,6 +71,9 @@ static int write_all(int fd, const void *buf, size_t len)
 
 struct mt_writer {
     int fd;
+    unsigned flags;
+    char *path; /* atomic: where the file goes at the end */
+    char *tmp;  /* atomic: where it is written */
     int failed;
     int meta_done;
     uint64_t bytes;
@@ -163,22 +168,80 @@ static int write_chunk(struct mt_writer *w, int type, size_t len, size_t time_fr
     return 0;
 }
 
-int mt_writer_open(struct mt_writer **out, const char *path)
+/* Frees w, closing its file and removing an atomic writer's temporary file, if
+ * any are left; keeps errno. */
+static void writer_free(struct mt_writer *w)
+{
+    int e = errno;
+    if (w->fd >= 0)
+        close(w->fd);
+    if (w->tmp != NULL)
+        unlink(w->tmp);
+    free(w->tmp);
+    free(w->path);
+    deflateEnd(&w->zs);
+    free(w->predict);
+    free(w->miss);
+    free(w->bits);
+    free(w->tbuf);
+    free(w->raw);
+    free(w->out);
+    free(w);
+    errno = e;
+}
+
+/* Opens w->fd for path under flags (see writer.h); 0 or -errno. */
+static int create_file(struct mt_writer *w, const char *path, unsigned flags)
+{
+    struct stat sb;
+    if (flags & MT_WRITER_ATOMIC) {
+        /* Checked now so that a dump is not built for nothing; the rename at the
+         * end checks again. */
+        if (lstat(path, &sb) == 0)
+            return (flags & MT_WRITER_OVERWRITE) && !S_ISLNK(sb.st_mode) ? 0 : -EEXIST;
+        if (errno != ENOENT)
+            return -errno;
+        return 0;
+    }
+    int oflags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
+    oflags |= flags & MT_WRITER_OVERWRITE ? O_TRUNC : O_EXCL;
+    w->fd = open(path, oflags, 0600);
+    return w->fd < 0 ? -errno : 0;
+}
+
+int mt_writer_open(struct mt_writer **out, const char *path, unsigned flags)
 {
     *out = NULL;
     struct mt_writer *w = calloc(1, sizeof(*w));
     if (w == NULL)
         return MEMTRACE_ENOMEM;
+    w->fd = -1;
+    w->flags = flags;
     if (deflateInit(&w->zs, MT_ZLIB_LEVEL) != Z_OK) {
         free(w);
         return MEMTRACE_ENOMEM;
     }
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        int e = errno;
-        deflateEnd(&w->zs);
-        free(w);
-        errno = e;
+    int rc = create_file(w, path, flags);
+    if (rc == 0 && (flags & MT_WRITER_ATOMIC)) {
+        size_t len = strlen(path);
+        w->path = strdup(path);
+        w->tmp = malloc(len + sizeof ".tmp-XXXXXX");
+        if (w->path == NULL || w->tmp == NULL) {
+            writer_free(w);
+            return MEMTRACE_ENOMEM;
+        }
+        memcpy(w->tmp, path, len);
+        memcpy(w->tmp + len, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
+        w->fd = mkostemp(w->tmp, O_CLOEXEC); /* O_EXCL, mode 0600 */
+        rc = w->fd < 0 ? -errno : 0;
+        if (rc != 0) {
+            free(w->tmp);
+            w->tmp = NULL;
+        }
+    }
+    if (rc != 0) {
+        writer_free(w);
+        errno = -rc;
         return MEMTRACE_EIO;
     }
     uint8_t h[MT_HEADER_LEN];
@@ -186,11 +249,9 @@ int mt_writer_open(struct mt_writer **out, const char *path)
     mt_put_u16(h + 8, MT_VERSION_MAJOR);
     mt_put_u16(h + 10, MT_VERSION_MINOR);
     mt_put_u32(h + 12, 0);
-    int rc = write_all(w->fd, h, sizeof(h));
+    rc = write_all(w->fd, h, sizeof(h));
     if (rc < 0) {
-        close(w->fd);
-        deflateEnd(&w->zs);
-        free(w);
+        writer_free(w);
         errno = -rc;
         return MEMTRACE_EIO;
     }
@@ -558,24 +619,51 @@ int mt_writer_state(struct mt_writer *w, uint64_t time_ns, const struct memtrace
     return write_chunk(w, MT_CHUNK_STATE, (size_t)(p - w->raw), 0, 0);
 }
 
-static void writer_free(struct mt_writer *w)
+/* Puts an atomic writer's finished temporary file at its path; 0 or -errno. */
+static int rename_into_place(struct mt_writer *w)
 {
-    deflateEnd(&w->zs);
-    free(w->predict);
-    free(w->miss);
-    free(w->bits);
-    free(w->tbuf);
-    free(w->raw);
-    free(w->out);
-    free(w);
+    struct stat sb;
+    if (w->flags & MT_WRITER_OVERWRITE) {
+        if (lstat(w->path, &sb) == 0 && S_ISLNK(sb.st_mode))
+            return -ELOOP;
+        return rename(w->tmp, w->path) == 0 ? 0 : -errno;
+    }
+    if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->path, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -errno;
+    /* A file system without RENAME_NOREPLACE: link() does not replace either. */
+    if (link(w->tmp, w->path) != 0)
+        return -errno;
+    unlink(w->tmp);
+    return 0;
 }
 
 int mt_writer_end(struct mt_writer *w, const char *json)
 {
     int rc = write_json(w, MT_CHUNK_END, json ? json : "{}");
-    if (close(w->fd) < 0 && rc == 0)
+    int e = errno;
+    if (rc == 0 && w->tmp != NULL && fsync(w->fd) != 0) {
+        e = errno;
         rc = MEMTRACE_EIO;
+    }
+    if (close(w->fd) < 0 && rc == 0) {
+        e = errno;
+        rc = MEMTRACE_EIO;
+    }
+    w->fd = -1;
+    if (rc == 0 && w->tmp != NULL) {
+        int r = rename_into_place(w);
+        if (r == 0) {
+            free(w->tmp);
+            w->tmp = NULL; /* nothing left to remove */
+        } else {
+            e = -r;
+            rc = MEMTRACE_EIO;
+        }
+    }
     writer_free(w);
+    errno = e;
     return rc;
 }
 
@@ -583,7 +671,6 @@ void mt_writer_abort(struct mt_writer *w)
 {
     if (w == NULL)
         return;
-    close(w->fd);
     writer_free(w);
 }
 

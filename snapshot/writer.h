@@ -27,9 +27,20 @@ struct mt_frame_rec {
     uint32_t line;
 };
 
-/* Creates path (truncating it), writes the file header. 0, MEMTRACE_EIO (errno kept)
- * or MEMTRACE_ENOMEM. */
-int mt_writer_open(struct mt_writer **out, const char *path);
+/* Flags of mt_writer_open. */
+#define MT_WRITER_OVERWRITE 1u /* replace an existing file instead of refusing it */
+#define MT_WRITER_ATOMIC    2u /* path appears, whole, at mt_writer_end (see below) */
+
+/* Creates path and writes the file header. The file is created mode 0600 (less the
+ * umask), never through a symbolic link (one at path is refused: EEXIST, or ELOOP
+ * with MT_WRITER_OVERWRITE), and an existing file is refused with EEXIST unless
+ * flags has MT_WRITER_OVERWRITE. With MT_WRITER_ATOMIC the chunks go to a new
+ * temporary file in path's directory (path.tmp-XXXXXX) that mt_writer_end renames
+ * to path, without replacing a file that appeared meanwhile unless overwriting,
+ * and that mt_writer_abort removes: a reader never sees part of the file. Without
+ * it, path itself grows chunk by chunk (a stream, readable while written).
+ * 0, MEMTRACE_EIO (errno kept) or MEMTRACE_ENOMEM. */
+int mt_writer_open(struct mt_writer **out, const char *path, unsigned flags);
 
 /* Metadata as a JSON object text; a later META chunk adds to and overrides keys of
  * earlier ones. MEMTRACE_EINVAL if json is not an object. */
@@ -56,11 +67,13 @@ int mt_writer_events(struct mt_writer *w, const struct memtrace_event *ev, size_
 int mt_writer_state(struct mt_writer *w, uint64_t time_ns, const struct memtrace_segment *segs,
                     size_t n);
 
-/* Writes the end record (JSON object text: totals) and closes the file; w is freed
- * whatever the result. */
+/* Writes the end record (JSON object text: totals) and closes the file (for an
+ * atomic writer: syncs it and renames it into place); w is freed whatever the
+ * result. 0, MEMTRACE_EIO (errno kept) or MEMTRACE_ENOMEM. */
 int mt_writer_end(struct mt_writer *w, const char *json);
 
-/* Closes without an end record (the file then reads as truncated); frees w. */
+/* Closes without an end record (the file then reads as truncated; an atomic
+ * writer's temporary file is removed); frees w. */
 void mt_writer_abort(struct mt_writer *w);
 
 /* Bytes written so far. */

@@ -7,6 +7,9 @@ check_PROGRAMS += tests/libtrace/recorder-t tests/libtrace/util-t
 TESTS += tests/libtrace/recorder-t tests/libtrace/util-t
 tests_libtrace_recorder_t_LDADD = $(TEST_LDADD)
 tests_libtrace_util_t_LDADD = $(TEST_LDADD)
+check_PROGRAMS += tests/libtrace/recorder_stream-t
+TESTS += tests/libtrace/recorder_stream-t
+tests_libtrace_recorder_stream_t_LDADD = $(TEST_LDADD)
 
 TESTS += tests/format-check.sh tests/exports-check.sh tests/examples-t.sh \
 	tests/headers-check.sh

@@ -218,6 +218,15 @@ typedef int (*mt_file_fn)(const char *path, struct mt_file_part *part);
 void mt_file_part_fill(struct mt_file_part *part, const struct mt_replay *rp);
 int mt_run_files(char **paths, int n, int json, const char *what, mt_file_fn fn);
 
+/* Creates path for a command's output as the recorder creates its files: mode 0600,
+ * never through a symbolic link, and an existing file refused unless force (then
+ * replaced). NULL with one line reported. */
+FILE *mt_create_output(const char *path, int force);
+
+/* Before a library call creates path with those rules (which still guard it): 0, or
+ * -1 having said that path exists (and --force would replace it) or is a link. */
+int mt_output_allowed(const char *path, int force);
+
 /* Opens path for reading; on failure prints the reader's one-line error and returns
  * NULL. */
 struct memtrace_reader *mt_open(const char *path);

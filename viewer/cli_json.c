@@ -41,7 +41,8 @@ static int json_u64(json_t *o, const char *key, uint64_t *out)
         *out = (uint64_t)json_integer_value(v);
         return 1;
     }
-    if (json_is_real(v) && json_real_value(v) > 0) {
+    /* 2^64 and above (1e300) would be undefined as an integer: absent. */
+    if (json_is_real(v) && json_real_value(v) > 0 && json_real_value(v) < 18446744073709551616.0) {
         *out = (uint64_t)json_real_value(v);
         return 1;
     }

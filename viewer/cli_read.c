@@ -2,8 +2,11 @@
  * truncation warning, and progress on stderr. */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -118,4 +121,38 @@ void mt_progress_done(struct mt_progress *p)
     if (p->enabled && p->last_pct >= 0)
         fputs("\r\033[K", stderr);
     p->last_pct = -1;
+}
+
+int mt_output_allowed(const char *path, int force)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0;
+    if (S_ISLNK(st.st_mode)) {
+        mt_error("%s is a symbolic link: not followed", path);
+        return -1;
+    }
+    if (!force) {
+        mt_error("%s exists: not replaced (--force replaces it)", path);
+        return -1;
+    }
+    return 0;
+}
+
+FILE *mt_create_output(const char *path, int force)
+{
+    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
+    int fd = open(path, flags, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (f)
+        return f;
+    if (errno == EEXIST)
+        mt_error("%s exists: not replaced (--force replaces it)", path);
+    else if (errno == ELOOP)
+        mt_error("%s is a symbolic link: not followed", path);
+    else
+        mt_error("cannot create %s: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return NULL;
 }

@@ -11,17 +11,19 @@
 
 static const char *format;
 static const char *output;
+static int force;
 
 static const struct mt_opt export_opts[] = {
     MT_OPTION_STRING('f', "format", &format, "FMT",
                      "pytorch-pickle, pytorch-json, perfetto, speedscope, folded or csv"),
     MT_OPTION_STRING('o', "output", &output, "OUT", "write to OUT instead of standard output"),
+    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
     MT_OPTION_END,
 };
 
 static const struct mt_help export_help = {
     "export",
-    "memtrace export --format FMT [-o OUT] FILE",
+    "memtrace export --format FMT [-o OUT [--force]] FILE",
     "Writes a .memtrace file in another tool's format, reading it as a stream:\n"
     "  pytorch-pickle  PyTorch's memory snapshot, pickled (protocol 4): opens in\n"
     "                  MemoryViz (pytorch.org/memory_viz) and torch/cuda/_memory_viz.py\n"
@@ -59,10 +61,8 @@ int mt_cmd_export(int argc, char **argv)
         return mt_usage_error("export", npos ? "'export' takes one FILE" : "'export' needs a FILE");
     FILE *out = stdout;
     int to_file = output && strcmp(output, "-") != 0;
-    if (to_file && !(out = fopen(output, "wb"))) {
-        mt_error("cannot create %s: %s", output, strerror(errno));
+    if (to_file && !(out = mt_create_output(output, force)))
         return MT_EXIT_FAIL;
-    }
     struct mt_export_stats st;
     struct memtrace_errinfo err;
     rc = mt_export(pos[0], fmt, out, &st, &err);

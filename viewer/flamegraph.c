@@ -19,6 +19,7 @@
 #include "cli_rank.h"
 
 static const char *cost_name = "peak", *format = "folded", *out_path;
+static int force;
 static struct mt_filter_opts fo;
 
 static const struct mt_opt flame_opts[] = {
@@ -28,6 +29,7 @@ static const struct mt_opt flame_opts[] = {
                      "(allocations)"),
     MT_OPTION_STRING(0, "format", &format, "FMT", "folded (default) or svg"),
     MT_OPTION_STRING('o', "output", &out_path, "OUT", "write to OUT instead of standard output"),
+    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
     MT_FILTER_OPTIONS(&fo),
     MT_OPTION_END,
 };
@@ -35,7 +37,7 @@ static const struct mt_opt flame_opts[] = {
 static const struct mt_help flame_help = {
     "flamegraph",
     "memtrace flamegraph FILE [--cost peak|leaked|allocated|temporary|count]\n"
-    "       [--format folded|svg] [-o OUT] [--device N] [--stream S] [--min-size SIZE]\n"
+    "       [--format folded|svg] [-o OUT [--force]] [--device N] [--stream S] [--min-size SIZE]\n"
     "       [--category NAME] [--from WHEN] [--to WHEN]",
     "Writes a cost per stack of FILE as folded stacks (one line per stack: frames\n"
     "outermost first joined by ';', a space, the cost), which flamegraph.pl, speedscope\n"
@@ -525,9 +527,8 @@ int mt_cmd_flamegraph(int argc, char **argv)
         nomem = 1;
         goto out;
     }
-    out = out_path ? fopen(out_path, "w") : stdout;
+    out = out_path ? mt_create_output(out_path, force) : stdout;
     if (!out) {
-        mt_error("cannot write %s: %s", out_path, strerror(errno));
         status = MT_EXIT_FAIL;
         goto out;
     }

@@ -8,22 +8,25 @@
 #include "import.h"
 
 static const char *output;
+static int force;
 
 static const struct mt_opt import_opts[] = {
     MT_OPTION_STRING('o', "output", &output, "OUT", "the .memtrace file to write (required)"),
+    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
     MT_OPTION_END,
 };
 
 static const struct mt_help import_help = {
     "import",
-    "memtrace import SNAPSHOT -o OUT.memtrace",
+    "memtrace import SNAPSHOT -o OUT.memtrace [--force]",
     "Converts a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot()'s pickle,\n"
     "or the same dict as JSON) into a .memtrace file: device_traces become events\n"
     "(frames become stacks), segments and blocks the final state, and\n"
     "allocator_settings, external_annotations and any other keys the metadata;\n"
     "annotations with times also become annotate events. The pickle is read by a\n"
     "reader that knows plain data only: a pickle that would import or call anything\n"
-    "is refused before anything is read. docs/PYTORCH.md has the mapping.",
+    "is refused before anything is read. docs/PYTORCH.md has the mapping. OUT is\n"
+    "written whole or not at all, and an existing OUT is kept unless --force.",
     import_opts,
     0,
 };
@@ -41,9 +44,11 @@ int mt_cmd_import(int argc, char **argv)
                                              : "'import' needs a SNAPSHOT file");
     if (!output)
         return mt_usage_error("import", "'import' needs -o OUT.memtrace");
+    if (mt_output_allowed(output, force) != 0)
+        return MT_EXIT_FAIL;
     struct mt_import_stats st;
     struct memtrace_errinfo err;
-    if (mt_import_pytorch(pos[0], output, &st, &err) != 0) {
+    if (mt_import_pytorch(pos[0], output, force ? MT_WRITER_OVERWRITE : 0, &st, &err) != 0) {
         mt_error("%s", err.text);
         return MT_EXIT_FAIL;
     }

@@ -2,6 +2,8 @@
  * commands[] below and one file under viewer/. */
 #include "config.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -51,7 +53,7 @@ static void usage(FILE *f)
     fputs("\nRun 'memtrace COMMAND --help' for a command's options.\n", f);
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -89,4 +91,20 @@ int main(int argc, char **argv)
         return MT_EXIT_USAGE;
     }
     return c->fn(argc - 1, argv + 1);
+}
+
+/* Output to a full disk or a closed pipe fails in stdio's buffer, silently: every
+ * command's output is checked here, once, after the command returned. */
+int main(int argc, char **argv)
+{
+    int rc = dispatch(argc, argv);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (rc == MT_EXIT_OK) {
+            mt_error("cannot write the output: %s",
+                     errno ? strerror(errno) : "error writing to standard output");
+            rc = MT_EXIT_FAIL;
+        }
+    }
+    return rc;
 }

@@ -8,21 +8,24 @@
 #include "import.h"
 
 static const char *output;
+static int force;
 
 static const struct mt_opt merge_opts[] = {
     MT_OPTION_STRING('o', "output", &output, "OUT", "the merged .memtrace file (required)"),
+    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
     MT_OPTION_END,
 };
 
 static const struct mt_help merge_help = {
     "merge",
-    "memtrace merge -o OUT FILE...",
+    "memtrace merge -o OUT [--force] FILE...",
     "Merges .memtrace files (one per rank or process) into one multi-device file.\n"
     "Events are interleaved by time, on the wall clock when every file's metadata\n"
     "carries one. Device numbers are kept when every file has a distinct rank and\n"
     "the files use different devices; otherwise they are renumbered file after file\n"
     "(in rank order when every file has a rank, else in the order given). The\n"
-    "metadata lists the sources (path, rank, host, pid, device offset).",
+    "metadata lists the sources (path, rank, host, pid, device offset). OUT is\n"
+    "written whole or not at all, and an existing OUT is kept unless --force.",
     merge_opts,
     0,
 };
@@ -39,9 +42,12 @@ int mt_cmd_merge(int argc, char **argv)
         return mt_usage_error("merge", "'merge' needs -o OUT");
     if (npos < 1)
         return mt_usage_error("merge", "'merge' needs at least one FILE");
+    if (mt_output_allowed(output, force) != 0)
+        return MT_EXIT_FAIL;
     struct mt_merge_stats st;
     struct memtrace_errinfo err;
-    if (mt_merge((const char *const *)pos, (size_t)npos, output, &st, &err) != 0) {
+    if (mt_merge((const char *const *)pos, (size_t)npos, output, force ? MT_WRITER_OVERWRITE : 0,
+                 &st, &err) != 0) {
         mt_error("%s", err.text);
         return MT_EXIT_FAIL;
     }

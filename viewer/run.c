@@ -56,7 +56,8 @@ static const struct mt_help run_help = {
     "(PyTorch's policy, configured by MEMTRACE_ALLOC_CONF), which records blocks and\n"
     "the segments it asks the driver for. Other settings come from the environment\n"
     "(MEMTRACE_SAMPLE_MS, MEMTRACE_DUMP_SIGNAL, MEMTRACE_MAX_ENTRIES; see\n"
-    "docs/interpose.md). SIGINT and SIGTERM are passed to COMMAND. At the end, prints\n"
+    "docs/interpose.md). An existing output file is never replaced unless\n"
+    "MEMTRACE_OVERWRITE=1. SIGINT and SIGTERM are passed to COMMAND. At the end, prints\n"
     "per file written: its path, events and peak reserved device memory. Exits with\n"
     "COMMAND's status, or 128 plus the signal that killed it.",
     run_opts,

@@ -62,6 +62,12 @@ function memtraceFormatFactory() {
      * allocations. A value of 8 bytes or more may exceed 2^53 and is returned as a
      * BigInt when it does. */
     let vpos = 0;
+
+    /* The bound on what tables and the state cost (docs/FORMAT.md, section 8), and
+     * the bytes charged per entry: the C reader's sizes on a 64-bit machine. */
+    const TABLE_FLOOR = 64 * 1048576;
+    const TABLE_RATIO = 64;
+    const TABLE_KINDS = { 2: 'strings', 3: 'frames', 4: 'stacks', 6: 'state' };
     function varint(b, p, end) {
         let v = 0, mul = 1;
         for (let i = 0; i < 10; i++) {
@@ -170,6 +176,12 @@ function memtraceFormatFactory() {
             this.frames = [null];
             this.stackParent = new Uint32Array(1024);
             this.stackFrame = new Uint32Array(1024);
+            /* What the tables and the state cost, bounded as docs/FORMAT.md section 8
+             * says, with the C reader's charges, so that a decompression bomb fails
+             * here with the same message as there. */
+            this.cost = 0;
+            this.stateCost = 0;
+            this.readEnd = 0;
             this.nstacks = 0;
             this.state = null;
             this.version = [0, 0];
@@ -221,8 +233,14 @@ function memtraceFormatFactory() {
                 pending = next && next.chunk ? inflate(next.chunk.stored) : null;
                 if (pending)
                     pending.catch(() => {});
+                try {
+                    this.precheck(c);
+                } catch (e) {
+                    return this.corrupt(e.message, e.offset);
+                }
                 if (raw === null || raw.length !== c.rawLen)
                     return this.corrupt(`chunk at offset ${c.off}: bad compressed data`, c.off);
+                this.readEnd = c.end;
                 try {
                     this.absorb(c.type, raw, c.off);
                 } catch (e) {
@@ -280,6 +298,35 @@ function memtraceFormatFactory() {
             return { chunk: { off, type: b[off], rawLen, end, stored: b.subarray(start, end) } };
         }
 
+        costLimit(read) {
+            return Math.max(TABLE_FLOOR, read * TABLE_RATIO);
+        }
+
+        overLimit(off, kind, total, limit) {
+            return new FormatError(`chunk at offset ${off}: its ${kind} would bring the tables to ` +
+                `${Math.floor(total / 1048576)} MiB, over the ${Math.floor(limit / 1048576)} MiB ` +
+                'this file may use (64 MiB, or 64 bytes per byte of the file; set ' +
+                'MEMTRACE_TABLE_LIMIT_MB=N to allow N MiB)', off);
+        }
+
+        /* A table or state chunk holds at least its raw bytes: refused on its header. */
+        precheck(c) {
+            const kind = TABLE_KINDS[c.type];
+            if (!kind)
+                return;
+            const limit = this.costLimit(c.end);
+            const kept = c.type === 6 ? this.cost - this.stateCost : this.cost;
+            if (c.rawLen > limit || kept > limit - c.rawLen)
+                throw this.overLimit(c.off, kind, kept + c.rawLen, limit);
+        }
+
+        charge(kind, bytes, off) {
+            const limit = this.costLimit(this.readEnd);
+            if (bytes > limit || this.cost > limit - bytes)
+                throw this.overLimit(off, kind, this.cost + bytes, limit);
+            this.cost += bytes;
+        }
+
         absorb(type, raw, off) {
             switch (type) {
             case 1: Object.assign(this.meta, jsonObject(raw, off, 'metadata')); break;
@@ -308,6 +355,7 @@ function memtraceFormatFactory() {
             let p = vpos;
             if (n > raw.length - p)
                 throw new FormatError(`chunk at offset ${off}: malformed strings (count exceeds payload)`, off);
+            this.charge('strings', 8 + (raw.length - p) + 1 + n * 8, off);
             for (let i = 0; i < n; i++) {
                 const z = raw.indexOf(0, p);
                 if (z < 0)
@@ -325,6 +373,7 @@ function memtraceFormatFactory() {
             const end = raw.length;
             if (n > (end - p) / 6)
                 throw new FormatError(`chunk at offset ${off}: malformed frames (count exceeds payload)`, off);
+            this.charge('frames', n * 64, off);
             let ip = 0;
             for (let i = 0; i < n; i++) {
                 ip = addDelta(ip, varint(raw, p, end));
@@ -347,6 +396,7 @@ function memtraceFormatFactory() {
             const end = raw.length;
             if (n > (end - p) / 2)
                 throw new FormatError(`chunk at offset ${off}: malformed stacks (count exceeds payload)`, off);
+            this.charge('stacks', n * 12, off);
             const need = this.nstacks + n + 1;
             if (need > this.stackParent.length) {
                 let cap = this.stackParent.length;
@@ -380,6 +430,14 @@ function memtraceFormatFactory() {
             let p = vpos;
             if (typeof n !== 'number' || n > (end - p) / 12)
                 throw new FormatError(`chunk at offset ${off}: malformed state (segment count exceeds payload)`, off);
+            const before = this.cost;
+            this.cost -= this.stateCost;
+            try {
+                this.charge('state', n * 96, off);
+            } catch (e) {
+                this.cost = before;
+                throw e;
+            }
             const segs = [];
             for (let i = 0; i < n; i++) {
                 const v = [];
@@ -390,6 +448,7 @@ function memtraceFormatFactory() {
                 const nb = v[11];
                 if (typeof nb !== 'number' || nb > (end - p) / 5)
                     throw new FormatError(`chunk at offset ${off}: malformed state (block count exceeds payload)`, off);
+                this.charge('state', nb * 32, off);
                 const seg = {
                     addr: toNum(v[0]), total_size: toNum(v[1]), allocated_size: toNum(v[2]),
                     active_size: toNum(v[3]), requested_size: toNum(v[4]), stream: toNum(v[5]),
@@ -415,6 +474,7 @@ function memtraceFormatFactory() {
             }
             if (p !== end)
                 throw new FormatError(`chunk at offset ${off}: malformed state (trailing bytes)`, off);
+            this.stateCost = this.cost - (before - this.stateCost);
             this.state = { time: toNum(t), segments: segs };
         }
 

@@ -55,6 +55,25 @@ static void unit(void)
     setenv("MEMTRACE_DUMP_SIGNAL", "USR2", 1);
     mt_ip_config_read(&c);
     is_int(SIGUSR2, c.dump_signal, "signal by short name");
+    /* A fault signal would loop (the handler returns to the faulting instruction),
+     * glibc keeps 32 and 33, and the others mean something to the program. */
+    static const char *const refused[] = {
+        "11",   "SEGV", "SIGSEGV", "7",  "BUS", "8",    "FPE",  "4",    "ILL",  "5",
+        "TRAP", "6",    "ABRT",    "31", "SYS", "32",   "33",   "17",   "CHLD", "2",
+        "INT",  "13",   "PIPE",    "9",  "19",  "TERM", "TSTP", "CONT", "0",    "65"};
+    int accepted = 0;
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        setenv("MEMTRACE_DUMP_SIGNAL", refused[i], 1);
+        if (mt_ip_config_read(&c) == 0) {
+            diag("MEMTRACE_DUMP_SIGNAL=%s accepted", refused[i]);
+            accepted++;
+        }
+    }
+    is_int(0, accepted, "fault, reserved and system signals refused by name and number");
+    setenv("MEMTRACE_DUMP_SIGNAL", "34", 1);
+    ok(mt_ip_config_read(&c) == 0 && c.dump_signal == 34, "a real-time signal by number");
+    setenv("MEMTRACE_DUMP_SIGNAL", "10", 1);
+    ok(mt_ip_config_read(&c) == 0 && c.dump_signal == SIGUSR1, "USR1 by number");
     setenv("MEMTRACE_CACHING", "1", 1);
     setenv("MEMTRACE_ALLOC_CONF", "max_split_size_mb:64", 1);
     ok(mt_ip_config_read(&c) == 0 && c.caching == 1, "MEMTRACE_CACHING=1 turns caching on");
@@ -155,20 +174,92 @@ static void rank_agrees(const char *rank, long want)
     unlink(path);
 }
 
+/* An output that exists already (a file, or a link to one) is left alone: one line
+ * naming it and the reason, and the program runs unrecorded. */
+static void existing(void)
+{
+    char file[400], link_path[400], err_path[400], want[1200];
+    snprintf(file, sizeof file, "%s/existing.txt", h_tmpdir);
+    snprintf(link_path, sizeof link_path, "%s/existing-link.memtrace", h_tmpdir);
+    snprintf(err_path, sizeof err_path, "%s/existing.err", h_tmpdir);
+    FILE *f = fopen(file, "w");
+    fputs("precious\n", f);
+    fclose(f);
+    if (symlink(file, link_path) != 0)
+        bail_out("symlink failed");
+    const char *paths[] = {file, link_path};
+    for (int i = 0; i < 2; i++) {
+        setenv("MEMTRACE_OUTPUT", paths[i], 1);
+        char *argv[] = {PROG_DIR "/cuda_prog", "driver", NULL};
+        char *out;
+        int st = h_run(argv, 1, &out, err_path);
+        char *err = h_slurp_file(err_path);
+        snprintf(want, sizeof want,
+                 "memtrace: cannot record to %s: File exists; recording is off for this process\n",
+                 paths[i]);
+        is_string(want, err, "output %s exists: one line naming it", i ? "link" : "file");
+        char *kept = h_slurp_file(file);
+        ok(st == 0 && strstr(out, "C cuMemAlloc_v2 1\n") != NULL && strcmp(kept, "precious\n") == 0,
+           "the program runs to the end and the file is untouched");
+        free(kept);
+        free(err);
+        free(out);
+    }
+    unsetenv("MEMTRACE_OUTPUT");
+    unlink(link_path);
+    unlink(file);
+}
+
+/* A refused dump signal leaves the program to crash as it would unrecorded: killed
+ * by SIGSEGV (exit 139 in a shell), not looping in a handler writing dumps. */
+static void crash(void)
+{
+    char pat[400], err_path[400];
+    snprintf(pat, sizeof pat, "%s/crash-%%p.memtrace", h_tmpdir);
+    snprintf(err_path, sizeof err_path, "%s/crash.err", h_tmpdir);
+    setenv("MEMTRACE_OUTPUT", pat, 1);
+    setenv("MEMTRACE_DUMP_SIGNAL", "11", 1);
+    /* In a sanitizer build, the program must die of the fault as a plain one does. */
+    setenv("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0", 1);
+    char *argv[] = {PROG_DIR "/cuda_prog", "crash", NULL};
+    pid_t pid = h_spawn(argv, 1, NULL, err_path);
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    unsetenv("MEMTRACE_DUMP_SIGNAL");
+    unsetenv("MEMTRACE_OUTPUT");
+    int st = 0, waited = 0;
+    for (int i = 0; i < 1000 && (waited = (int)waitpid(pid, &st, WNOHANG)) == 0; i++)
+        usleep(10000);
+    if (waited == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        diag("still running after 10 s: killed");
+    }
+    ok(waited == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+       "MEMTRACE_DUMP_SIGNAL=11: a segfaulting program dies of SIGSEGV");
+    char *err = h_slurp_file(err_path);
+    ok(strncmp(err, "memtrace: MEMTRACE_DUMP_SIGNAL=11 is not valid (", 48) == 0,
+       "with one line saying 11 is refused");
+    free(err);
+    is_int(0, h_count_files("crash-"), "and no file, no dumps");
+}
+
 int main(void)
 {
     h_setup();
-    plan(36);
+    plan(47);
     unwritable();
+    existing();
     unit();
     bad_value("MEMTRACE_STACKS", "deep");
     bad_value("MEMTRACE_STACKS", "129");
     bad_value("MEMTRACE_FLUSH_MS", "0");
     bad_value("MEMTRACE_MAX_ENTRIES", "-5");
     bad_value("MEMTRACE_DUMP_SIGNAL", "KILL");
+    bad_value("MEMTRACE_DUMP_SIGNAL", "SEGV");
     bad_value("MEMTRACE_SAMPLE_MS", "10ms");
     bad_value("MEMTRACE_OUTPUT", "out-%z");
     bad_value("MEMTRACE_CACHING", "yes");
+    crash();
     is_int(0, h_count_files("bad-"), "no output file from any bad configuration");
     rank_agrees(NULL, 5);
     rank_agrees("x", 5);

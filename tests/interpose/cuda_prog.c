@@ -3,14 +3,16 @@
  * one line per expected event:
  *     E <action> <source> <addr> <size> <device>
  * and, after the work, the driver's call counters: C <symbol> <calls>.
- * Modes: driver, threads, fork, kill FD, stacks, quiet N. */
+ * Modes: driver, threads, fork, kill FD, stacks, hold MS, loop, crash, quiet N. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -343,6 +345,37 @@ static int hold(int ms)
     return 0;
 }
 
+/* Allocates and frees a block every millisecond until killed; prints the
+ * CLOCK_MONOTONIC time of its first allocation ("S ns") once it is made. */
+static int loop(void)
+{
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 4096));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    printf("S %lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    for (unsigned i = 0;; i++) {
+        CHECK(cuMemFree_v2(p));
+        CHECK(cuMemAlloc_v2(&p, 4096 + i % 64));
+        usleep(1000);
+    }
+}
+
+/* One allocation, then a real fault: the program must die of it as it would
+ * without the preload. */
+static int crash(void)
+{
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 4096));
+    /* A page nothing may touch: a real fault, which a sanitizer's null check
+     * would not turn into an exit of its own. */
+    volatile char *page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return 4;
+    *page = 1;
+    return 0;
+}
+
 /* No device calls at all: the preload must cost nothing and write nothing. */
 static int quiet(int n)
 {
@@ -367,6 +400,10 @@ int main(int argc, char **argv)
         return killme(atoi(argv[2]), atoi(argv[3]));
     if (strcmp(mode, "stacks") == 0)
         return stacks();
+    if (strcmp(mode, "loop") == 0)
+        return loop();
+    if (strcmp(mode, "crash") == 0)
+        return crash();
     if (strcmp(mode, "hold") == 0 && argc > 2)
         return hold(atoi(argv[2]));
     fprintf(stderr, "cuda_prog: unknown mode %s\n", mode);

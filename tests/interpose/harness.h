@@ -193,6 +193,13 @@ static void h_read(struct h_file *f, const char *path)
     f->truncated = memtrace_reader_truncated(f->r);
 }
 
+/* Live segments in the file's final state; -1 when the file could not be read (the
+ * program wrote none), so a test reports that instead of crashing. */
+static long long h_segments(const struct h_file *f)
+{
+    return f->r != NULL ? (long long)memtrace_reader_segment_count(f->r) : -1;
+}
+
 static void h_close(struct h_file *f)
 {
     if (f->r != NULL)

@@ -34,7 +34,7 @@ int main(void)
             got_free += f.ev[i].size;
     }
     ok(got_alloc == want && got_free == want, "allocated and freed bytes are exact (%llu)", want);
-    is_int(0, (long long)memtrace_reader_segment_count(f.r), "nothing live at exit");
+    is_int(0, h_segments(&f), "nothing live at exit");
     h_close(&f);
     free(out);
     h_cleanup();

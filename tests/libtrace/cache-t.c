@@ -454,6 +454,7 @@ static void test_event_fields(void)
 {
     char path[] = "/tmp/cache-t-stream-XXXXXX";
     close(mkstemp(path));
+    unlink(path); /* the name only: the recorder creates files, never reuses them */
     restart(MEMTRACE_CONTEXT_STATE, 0, path);
     struct memtrace_allocator *a = fresh(NULL);
     uint32_t source = memtrace_intern("caching_allocator");

@@ -394,6 +394,7 @@ static void test_metadata(void)
 {
     char path[] = "/tmp/device-t-meta-XXXXXX";
     close(mkstemp(path));
+    unlink(path); /* the name only: the recorder creates files, never reuses them */
     struct memtrace_options o;
     memtrace_options_init(&o);
     memtrace_record_history(&o);

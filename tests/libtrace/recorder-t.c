@@ -439,7 +439,9 @@ static void test_stream_and_dump(void)
     char stream[] = "/tmp/recorder-t-stream-XXXXXX";
     char dump[] = "/tmp/recorder-t-dump-XXXXXX";
     close(mkstemp(stream));
+    unlink(stream); /* the name only: the recorder creates files, never reuses them */
     close(mkstemp(dump));
+    unlink(dump); /* the name only: the recorder creates files, never reuses them */
     struct provider_ctx pc = {0};
     int h = memtrace_state_provider_add(provide, &pc);
     ok(h > 0, "state provider registered");

@@ -38,6 +38,7 @@ int main(void)
     plan(8);
     char path[] = "/tmp/stack_shared-t-XXXXXX";
     close(mkstemp(path));
+    unlink(path); /* the name only: the recorder creates files, never reuses them */
     struct memtrace_options o;
     memtrace_options_init(&o);
     memtrace_record_history(&o);
@@ -55,6 +56,7 @@ int main(void)
      * drops on top: from the second capture on, every stack has the full depth. */
     char path8[] = "/tmp/stack_shared-t8-XXXXXX";
     close(mkstemp(path8));
+    unlink(path8); /* the name only: the recorder creates files, never reuses them */
     o.stack_depth = 8;
     memtrace_record_history(&o);
     uint64_t xs[3];

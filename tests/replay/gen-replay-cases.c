@@ -114,7 +114,7 @@ static int gen_case(const char *dir)
         recs[k].symbol = intern(&strings, frames.s[k]);
     }
     struct mt_writer *w;
-    int rc = mt_writer_open(&w, out);
+    int rc = mt_writer_open(&w, out, MT_WRITER_OVERWRITE);
     if (rc == 0)
         rc = mt_writer_meta(w, "{\"generator\": \"gen-replay-cases\"}");
     if (rc == 0 && strings.n)

@@ -15,7 +15,7 @@ static const char *root;
 static char tmp[256];
 
 struct image {
-    uint8_t buf[4096];
+    uint8_t buf[65536];
     size_t len;
 };
 
@@ -81,7 +81,7 @@ static void end_chunk(struct image *im)
 static struct mt_writer *start(void)
 {
     struct mt_writer *w;
-    if (mt_writer_open(&w, tmp) != 0) {
+    if (mt_writer_open(&w, tmp, MT_WRITER_OVERWRITE) != 0) {
         fprintf(stderr, "gen-cases: cannot write %s\n", tmp);
         exit(1);
     }
@@ -187,6 +187,63 @@ static void valid_cases(void)
     chunk(&im, MT_CHUNK_EVENTS, p, (size_t)(q - p));
     end_chunk(&im);
     save("valid", "fewer-columns", &im, "events 2\ntruncated 0\n");
+}
+
+/* A table chunk of n entries of `entry` bytes each, after first_id and n. */
+static void table_bomb(struct image *im, int type, uint32_t first, size_t n, const uint8_t *entry,
+                       size_t elen)
+{
+    uint8_t *p = malloc(20 + n * elen), *q = p;
+    q = mt_put_varint(q, first);
+    q = mt_put_varint(q, n);
+    for (size_t i = 0; i < n; i++, q += elen)
+        memcpy(q, entry, elen);
+    chunk(im, type, p, (size_t)(q - p));
+    free(p);
+}
+
+/* Decompression bombs: a few KiB that would cost the reader tens of MiB of tables
+ * each (every chunk within the 256 MiB raw limit). */
+static void bomb_cases(void)
+{
+    struct image im;
+    static const uint8_t zero[12], node[2] = {1, 0};
+    header(&im, 1);
+    table_bomb(&im, MT_CHUNK_STRINGS, 1, 8u << 20, zero, 1);
+    end_chunk(&im);
+    save("invalid", "bomb-strings", &im,
+         "code -4\nerror chunk at offset 16: its strings would bring the tables to 72 MiB");
+
+    header(&im, 1);
+    table_bomb(&im, MT_CHUNK_FRAMES, 1, 5u << 18, zero, 6);
+    end_chunk(&im);
+    save("invalid", "bomb-frames", &im,
+         "code -4\nerror chunk at offset 16: its frames would bring the tables to");
+
+    header(&im, 1);
+    table_bomb(&im, MT_CHUNK_STACKS, 1, 9u << 20, node, 2);
+    end_chunk(&im);
+    save("invalid", "bomb-stacks", &im,
+         "code -4\nerror chunk at offset 16: its stacks would bring the tables to");
+
+    header(&im, 1);
+    uint8_t *p = malloc(16 + (1u << 20) * 12), *q = p;
+    q = mt_put_varint(q, 1);
+    q = mt_put_varint(q, 1u << 20);
+    memset(q, 0, (1u << 20) * 12);
+    q += (1u << 20) * 12;
+    chunk(&im, MT_CHUNK_STATE, p, (size_t)(q - p));
+    free(p);
+    end_chunk(&im);
+    save("invalid", "bomb-state", &im,
+         "code -4\nerror chunk at offset 16: its state would bring the tables to");
+
+    /* Each chunk under the floor, together far over what the file justifies. */
+    header(&im, 1);
+    for (uint32_t i = 0; i < 3; i++)
+        table_bomb(&im, MT_CHUNK_STACKS, 1 + i * (4u << 20), 4u << 20, node, 2);
+    end_chunk(&im);
+    save("invalid", "bomb-chunks", &im, "code -4\nerror its stacks would bring the tables to");
 }
 
 static void invalid_cases(void)
@@ -321,6 +378,7 @@ int main(int argc, char **argv)
     snprintf(tmp, sizeof(tmp), "/tmp/memtrace-gen-cases-%d.memtrace", (int)getpid());
     valid_cases();
     invalid_cases();
+    bomb_cases();
     unlink(tmp);
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "tap.h"
 #include "util.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #define NEV 60
@@ -40,7 +41,7 @@ static void make_valid(const char *path)
     events[NEV - 1].addr = UINT64_MAX;
     events[NEV - 1].time_ns = UINT64_MAX;
     struct mt_writer *w;
-    if (mt_writer_open(&w, path) != 0)
+    if (mt_writer_open(&w, path, MT_WRITER_OVERWRITE) != 0)
         bail_out("cannot write test file");
     mt_writer_meta(w, "{\"pid\":7}");
     const char *strs[2] = {"caching_allocator", "main"};
@@ -320,6 +321,60 @@ static void tables_and_unknown_ids(const char *path)
     memtrace_reader_close(r);
 }
 
+#define CHAIN  100000u
+#define LEAVES 1000u
+
+/* A 100,000-deep chain (frames 1 and 2 alternating) with 1,000 leaves (frame 3)
+ * under its end: asking a leaf for 16 frames must cost 16 steps, not 100,001. The
+ * run is bounded: walking whole chains it would take minutes (1e11 steps). */
+static void deep_stacks(void)
+{
+    char path[128];
+    path_of(path, sizeof(path), "deep.memtrace");
+    uint32_t n = CHAIN + LEAVES;
+    uint32_t *parent = malloc(n * sizeof(uint32_t)), *frame = malloc(n * sizeof(uint32_t));
+    for (uint32_t i = 0; i < CHAIN; i++) {
+        parent[i] = i; /* node i + 1 under node i; node 1 at the root */
+        frame[i] = 1 + i % 2;
+    }
+    for (uint32_t i = CHAIN; i < n; i++) {
+        parent[i] = CHAIN;
+        frame[i] = 3;
+    }
+    struct mt_frame_rec f[3] = {
+        {0x1000, 0, 0, 0, 0, 0}, {0x2000, 0, 0, 0, 0, 0}, {0x3000, 0, 0, 0, 0, 0}};
+    struct mt_writer *w;
+    if (mt_writer_open(&w, path, MT_WRITER_OVERWRITE) != 0)
+        bail_out("cannot write test file");
+    mt_writer_frames(w, 1, 3, f);
+    mt_writer_stacks(w, 1, n, parent, frame);
+    mt_writer_end(w, "{}");
+    free(parent);
+    free(frame);
+
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    if (memtrace_reader_open(&r, path, &err) != 0)
+        bail_out("cannot read the deep file");
+    alarm(120);
+    uint32_t ids[16];
+    long long wrong = 0;
+    for (int round = 0; round < 1000; round++)
+        for (uint32_t leaf = CHAIN + 1; leaf <= n; leaf++) {
+            int d = memtrace_reader_stack(r, leaf, ids, 16);
+            wrong += d != (int)CHAIN + 1 || ids[0] != 3 || ids[1] != 1 + (CHAIN - 1) % 2 ||
+                     ids[15] != 1 + (CHAIN - 15) % 2;
+        }
+    alarm(0);
+    is_int(0, wrong, "a million 16-frame copies from 100,001-deep stacks: depth and frames right");
+    is_int(CHAIN, memtrace_reader_stack(r, CHAIN, NULL, 0), "the chain's end has depth %u", CHAIN);
+    is_int(1, memtrace_reader_stack(r, 1, ids, 16), "its root depth 1");
+    is_int(1, ids[0], "with frame 1");
+    is_int(0, memtrace_reader_stack(r, n + 1, ids, 16), "an unknown id: depth 0");
+    memtrace_reader_close(r);
+    unlink(path);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/memtrace-reader-t-XXXXXX");
@@ -340,6 +395,7 @@ int main(void)
     foreign_files(buf, len);
     corruption(buf, len, offs, nchunks);
     every_flip(buf, len);
+    deep_stacks();
 
     unlink(path);
     free(buf);

@@ -8,7 +8,13 @@
 #include "training.h"
 #include "util.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char dir[64];
 
@@ -55,7 +61,7 @@ static void round_trip(uint64_t seed)
     int chunks = 0, bad_calls = 0;
 
     struct mt_writer *w;
-    if (mt_writer_open(&w, path) != 0)
+    if (mt_writer_open(&w, path, 0) != 0)
         bail_out("cannot create test file");
     bad_calls += mt_writer_meta(w, "{\"pid\": 42, \"host\": \"a\"}") != 0;
     for (size_t done = 0; done < total;) {
@@ -193,7 +199,7 @@ static void state_round_trip(void)
     };
     struct memtrace_event ev = {.time_ns = 5, .action = MEMTRACE_SNAPSHOT};
     struct mt_writer *w;
-    mt_writer_open(&w, path);
+    mt_writer_open(&w, path, 0);
     mt_writer_state(w, 100, segs, 1);
     mt_writer_events(w, &ev, 1);
     mt_writer_state(w, UINT64_MAX, segs, 2);
@@ -237,7 +243,7 @@ static void contract_errors(void)
     char path[128];
     snprintf(path, sizeof(path), "%s/contract.memtrace", dir);
     struct mt_writer *w;
-    is_int(0, mt_writer_open(&w, path), "writer opens");
+    is_int(0, mt_writer_open(&w, path, 0), "writer opens");
     const char *s[2] = {"a", "b"};
     is_int(MEMTRACE_EINVAL, mt_writer_strings(w, 2, 2, s), "strings must start at id 1");
     is_int(0, mt_writer_strings(w, 1, 2, s), "strings 1..2");
@@ -278,8 +284,131 @@ static void contract_errors(void)
         memtrace_reader_close(r);
     mt_writer_abort(w);
     unlink(path);
-    is_int(MEMTRACE_EIO, mt_writer_open(&w, "/nonexistent-dir/x.memtrace"),
+    is_int(MEMTRACE_EIO, mt_writer_open(&w, "/nonexistent-dir/x.memtrace", 0),
            "an uncreatable path is MEMTRACE_EIO");
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+static char *slurp_text(const char *path)
+{
+    static char buf[256];
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Files in dir whose name starts with prefix. */
+static int count_prefix(const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* How files are created: never through a symbolic link, 0600, an existing file
+ * refused unless asked, and atomic files visible only once complete. */
+static void create_rules(void)
+{
+    char path[128], link_path[128], target[128];
+    struct mt_writer *w;
+    struct stat sb;
+    mode_t mask = umask(022);
+    snprintf(path, sizeof path, "%s/new.memtrace", dir);
+    snprintf(link_path, sizeof link_path, "%s/link.memtrace", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+
+    is_int(0, mt_writer_open(&w, path, 0), "a new file opens");
+    mt_writer_end(w, NULL);
+    memset(&sb, 0, sizeof sb);
+    stat(path, &sb);
+    ok((sb.st_mode & 0777) == 0600, "created 0600 (mode %o)", (unsigned)(sb.st_mode & 0777));
+    errno = 0;
+    is_int(MEMTRACE_EIO, mt_writer_open(&w, path, 0), "an existing file is refused");
+    is_int(EEXIST, errno, "with EEXIST");
+    is_int(0, mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "unless MT_WRITER_OVERWRITE");
+    mt_writer_abort(w);
+    memset(&sb, 0, sizeof sb);
+    stat(path, &sb);
+    ok(sb.st_size == 16, "which truncates it (%lld bytes)", (long long)sb.st_size);
+    unlink(path);
+
+    put(target, "precious\n");
+    if (symlink(target, link_path) != 0)
+        bail_out("symlink failed");
+    errno = 0;
+    is_int(MEMTRACE_EIO, mt_writer_open(&w, link_path, 0), "a symbolic link to a file is refused");
+    is_int(EEXIST, errno, "with EEXIST");
+    errno = 0;
+    is_int(MEMTRACE_EIO, mt_writer_open(&w, link_path, MT_WRITER_OVERWRITE),
+           "and not followed with MT_WRITER_OVERWRITE");
+    is_int(ELOOP, errno, "with ELOOP");
+    is_string("precious\n", slurp_text(target), "its target is untouched");
+    unlink(target);
+    is_int(MEMTRACE_EIO, mt_writer_open(&w, link_path, 0), "a dangling symbolic link is refused");
+    ok(!exists(target), "and its target not created");
+    is_int(MEMTRACE_EIO, mt_writer_open(&w, link_path, MT_WRITER_OVERWRITE | MT_WRITER_ATOMIC),
+           "atomic with overwrite, through a link: refused too");
+    ok(!exists(target) && count_prefix("link.memtrace.") == 0, "nothing created, no temporary");
+    unlink(link_path);
+
+    /* Atomic: a reader sees no file, then the whole file. */
+    is_int(0, mt_writer_open(&w, path, MT_WRITER_ATOMIC), "atomic open");
+    is_int(0, mt_writer_meta(w, "{\"pid\": 1}"), "a chunk written");
+    ok(!exists(path) && count_prefix("new.memtrace.") == 1,
+       "until the end, only a temporary name exists");
+    is_int(0, mt_writer_end(w, "{}"), "atomic end");
+    ok(exists(path) && count_prefix("new.memtrace.") == 0, "then the file, and no temporary");
+    ok(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "created 0600");
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    ok(memtrace_reader_open(&r, path, &err) == 0 && memtrace_reader_end(r) != NULL,
+       "and it is complete");
+    memtrace_reader_close(r);
+
+    errno = 0;
+    is_int(MEMTRACE_EIO, mt_writer_open(&w, path, MT_WRITER_ATOMIC),
+           "atomic over an existing file: refused at open");
+    is_int(EEXIST, errno, "with EEXIST");
+    unlink(path);
+    is_int(0, mt_writer_open(&w, path, MT_WRITER_ATOMIC), "atomic open");
+    put(path, "theirs\n");
+    errno = 0;
+    is_int(MEMTRACE_EIO, mt_writer_end(w, "{}"), "a file that appeared meanwhile is not replaced");
+    is_int(EEXIST, errno, "with EEXIST");
+    ok(strcmp(slurp_text(path), "theirs\n") == 0 && count_prefix("new.memtrace.") == 0,
+       "it is untouched, and the temporary removed");
+    is_int(0, mt_writer_open(&w, path, MT_WRITER_ATOMIC | MT_WRITER_OVERWRITE),
+           "atomic with overwrite");
+    is_int(0, mt_writer_end(w, "{}"), "replaces it at the end");
+    ok(memtrace_reader_open(&r, path, &err) == 0, "with a memtrace file");
+    memtrace_reader_close(r);
+    is_int(0, mt_writer_open(&w, path, MT_WRITER_ATOMIC | MT_WRITER_OVERWRITE), "atomic again");
+    mt_writer_abort(w);
+    ok(memtrace_reader_open(&r, path, &err) == 0 && count_prefix("new.memtrace.") == 0,
+       "an abort leaves the old file, and no temporary");
+    memtrace_reader_close(r);
+    unlink(path);
+    umask(mask);
 }
 
 /* 1M events of the training loop: the figure the format is designed for. */
@@ -292,7 +421,7 @@ static void size_check(void)
     struct memtrace_event *ev = malloc(chunk * sizeof(*ev));
     mt_training_init(&t, 1);
     struct mt_writer *w;
-    mt_writer_open(&w, path);
+    mt_writer_open(&w, path, 0);
     uint64_t before = mt_writer_bytes(w);
     for (size_t done = 0; done < total; done += chunk) {
         size_t n = total - done < chunk ? total - done : chunk;
@@ -332,6 +461,7 @@ int main(void)
         round_trip(seed);
     state_round_trip();
     contract_errors();
+    create_rules();
     size_check();
     rmdir(dir);
     done_testing();

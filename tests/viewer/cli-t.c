@@ -143,7 +143,7 @@ static void check_corrupt(void)
         ev[k].size = 64;
     }
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, "{\"host\": \"h\"}"), "mt_writer_meta");
     uint64_t before = mt_writer_bytes(w);
     cli_check(mt_writer_events(w, ev, 100), "mt_writer_events");
@@ -188,7 +188,7 @@ static void check_escapes(void)
     struct memtrace_event ev = {
         .action = MEMTRACE_ALLOC, .time_ns = 5, .addr = 64, .size = 8, .stack = 2};
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, "{\"host\": \"h\\u001b[2J\", \"argv\": [\"a\\u009b1m\"]}"),
               "mt_writer_meta");
     cli_check(mt_writer_strings(w, 1, 4, strs), "mt_writer_strings");
@@ -241,7 +241,7 @@ static void check_fifo(void)
         {.action = MEMTRACE_FREE_COMPLETED, .time_ns = 30, .addr = 4096},
     };
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, src), "mt_writer_open");
+    cli_check(mt_writer_open(&w, src, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_events(w, ev, 3), "mt_writer_events");
     cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
     if (mkfifo(fifo, 0600) != 0)
@@ -271,12 +271,67 @@ static void check_fifo(void)
     }
 }
 
+/* Runs memtrace args with stdout on /dev/full: returns the exit status, and
+ * stderr in *err. */
+static int run_to_full(const char *const *args, char **err)
+{
+    char *argv[16], e[512];
+    int n = 0;
+    argv[n++] = (char *)cli_binary();
+    for (int k = 0; args[k] && n < 15; k++)
+        argv[n++] = (char *)args[k];
+    argv[n] = NULL;
+    snprintf(e, sizeof e, "%s/.full-stderr", cli_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fo = open("/dev/full", O_WRONLY);
+        int fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0)
+            _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    *err = cli_slurp(e);
+    unlink(e);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A full stdout is an error every command reports: one line, exit 1. */
+static void check_full_stdout(void)
+{
+    char file[512];
+    snprintf(file, sizeof file, "%s", cli_path("ok.memtrace"));
+    if (access("/dev/full", W_OK) != 0) {
+        skip(8, "no /dev/full");
+        return;
+    }
+    const char *const cases[][4] = {{"info", file, NULL},
+                                    {"info", "--json", file, NULL},
+                                    {"summary", file, NULL},
+                                    {"--help", NULL}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char *err;
+        int st = run_to_full(cases[k], &err);
+        is_int(1, st, "memtrace %s %s >/dev/full: exit 1", cases[k][0],
+               cases[k][1] && cases[k][1][0] == '-' ? cases[k][1] : "");
+        size_t len = strlen(err);
+        ok(strncmp(err, "memtrace: cannot write the ", 27) == 0 && len > 26 &&
+               strcmp(err + len - 26, ": No space left on device\n") == 0 && cli_lines(err) == 1,
+           "one line naming the error: %s", err);
+        free(err);
+    }
+}
+
 int main(void)
 {
     cli_scratch();
     const char *file = cli_path("ok.memtrace");
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, file), "mt_writer_open");
+    cli_check(mt_writer_open(&w, file, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
     check_help();
     check_usage_errors(file);
@@ -284,6 +339,7 @@ int main(void)
     check_corrupt();
     check_escapes();
     check_fifo();
+    check_full_stdout();
     done_testing();
     return exit_status();
 }

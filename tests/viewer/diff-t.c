@@ -103,7 +103,7 @@ static struct memtrace_event *ev_push(struct file *f, int action, uint64_t addr,
 static void write_file(const char *path, const struct file *f)
 {
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, "{\"host\": \"testhost\", \"pid\": 1}"), "mt_writer_meta");
     if (f->nstr)
         cli_check(mt_writer_strings(w, 1, f->nstr, f->strs), "mt_writer_strings");

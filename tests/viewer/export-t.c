@@ -81,7 +81,7 @@ static void write_known(const char *path)
     segs[1].nblocks = 1;
     segs[1].blocks = b1;
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, meta), "mt_writer_meta");
     cli_check(mt_writer_strings(w, 1, 5, strs), "mt_writer_strings");
     cli_check(mt_writer_frames(w, 1, 3, frames), "mt_writer_frames");
@@ -101,7 +101,7 @@ static void no_state(const char *path, const char *json_path)
     ev[2] = mk(MEMTRACE_ALLOC, 300, 0, 0x200100, 512, 0);
     ev[3] = mk(MEMTRACE_FREE_REQUESTED, 400, 0, 0x200100, 512, 0);
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_events(w, ev, 4), "mt_writer_events");
     cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
     const char *args[] = {"export", "--format", "pytorch-json", "-o", json_path, path, NULL};

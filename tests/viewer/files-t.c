@@ -26,7 +26,7 @@ static void write_rank_file(const char *path, int k)
     char meta[64];
     snprintf(meta, sizeof(meta), "{\"rank\": %d}", 10 + k);
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, meta), "mt_writer_meta");
     cli_check(mt_writer_events(w, ev, 13), "mt_writer_events");
     cli_check(mt_writer_end(w, "{}"), "mt_writer_end");

@@ -181,7 +181,7 @@ static void check_costs(void)
     o = cli_run(
         (const char *const[]){"flamegraph", path, "-o", "/nonexistent-dir/x/out.folded", NULL});
     is_int(1, o.status, "an unwritable -o: exit 1");
-    ok(strncmp(o.err, "memtrace: cannot write /nonexistent-dir/x/out.folded: ", 54) == 0 &&
+    ok(strncmp(o.err, "memtrace: cannot create /nonexistent-dir/x/out.folded: ", 55) == 0 &&
            cli_lines(o.err) == 1,
        "one line: %s", o.err);
     cli_free(&o);
@@ -305,8 +305,8 @@ static int frames_expected(const uint64_t *cost)
 static void check_svg(const char *cost_name, const uint64_t *cost, const char *evil_title)
 {
     const char *out = cli_path("out.svg");
-    struct cli_out o = cli_run((const char *const[]){"flamegraph", path, "--format", "svg",
-                                                     "--cost", cost_name, "-o", out, NULL});
+    struct cli_out o = cli_run((const char *const[]){
+        "flamegraph", path, "--format", "svg", "--cost", cost_name, "-o", out, "--force", NULL});
     is_int(0, o.status, "svg %s: exit 0", cost_name);
     char *svg = cli_slurp(out);
     ok(strncmp(svg, "<?xml ", 6) == 0 && strstr(svg, "</svg>\n") != NULL, "svg %s: an XML document",

@@ -210,7 +210,7 @@ static void wide_integers(void)
     }
     ok(ev.addr == addr, "and keeps every bit: 0x%" PRIx64, ev.addr);
     write_pickle(in, 0, 1);
-    r = import(in, out);
+    r = import(in, cli_path("wider.memtrace"));
     is_int(1, r.status, "an address wider than 64 bits exits 1");
     ok(strstr(r.err, "wider than 64 bits") && cli_lines(r.err) == 1, "with one line: %s", r.err);
     cli_free(&r);

@@ -67,7 +67,7 @@ static int write_info_file(const char *path, int end, uint64_t *first_chunk_end)
     segs[1].is_large = 1;
 
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, meta), "mt_writer_meta");
     cli_check(mt_writer_strings(w, 1, 3, strs), "mt_writer_strings");
     cli_check(mt_writer_frames(w, 1, 4, frames), "mt_writer_frames");
@@ -206,6 +206,30 @@ static void check_truncated(const char *path)
     cli_free(&o);
 }
 
+/* JSON numbers no uint64_t can hold (1e300, 2^64) are out of range, not cast: the
+ * start time is unknown and the end record's count taken as absent. */
+static void check_huge_numbers(void)
+{
+    const char *path = cli_path("huge.memtrace");
+    struct mt_writer *w;
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
+    cli_check(mt_writer_meta(w, "{\"start_time_ns\": 1e300, \"start_monotonic_ns\": 5, "
+                                "\"devices\": [{\"name\": \"d\", \"total_memory\": "
+                                "18446744073709551616.0}]}"),
+              "mt_writer_meta");
+    cli_check(mt_writer_end(w, "{\"dropped\": 1e300}"), "mt_writer_end");
+    struct cli_out o = cli_run((const char *const[]){"info", path, "--json", NULL});
+    is_int(0, o.status, "huge numbers: info --json exits 0");
+    json_t *j = cli_json(&o);
+    ok(json_is_null(cli_get(j, "start_time")), "a start time of 1e300 ns is unknown");
+    is_int(0, cli_int(j, "dropped"), "a dropped count of 1e300 reads as none");
+    json_decref(j);
+    cli_free(&o);
+    o = cli_run((const char *const[]){"info", path, NULL});
+    is_int(0, o.status, "and the text form exits 0");
+    cli_free(&o);
+}
+
 int main(void)
 {
     cli_scratch();
@@ -214,6 +238,7 @@ int main(void)
     check_json(path, n);
     check_text(path);
     check_truncated(cli_path("cut.memtrace"));
+    check_huge_numbers();
     done_testing();
     return exit_status();
 }

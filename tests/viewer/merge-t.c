@@ -41,7 +41,7 @@ static void write_rank(const char *path, int rank, int32_t dev, uint64_t wall0, 
     seg.nblocks = 1;
     seg.blocks = &b;
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, meta), "mt_writer_meta");
     cli_check(mt_writer_strings(w, 1, 1, strs), "mt_writer_strings");
     cli_check(mt_writer_frames(w, 1, 1, &fr), "mt_writer_frames");
@@ -92,7 +92,7 @@ static void read_merged(const char *path, struct merged *m)
 
 int main(void)
 {
-    plan(17);
+    plan(19);
     cli_scratch();
     const char *r0 = cli_path("rank0.memtrace"), *r1 = cli_path("rank1.memtrace");
     const char *out = cli_path("merged.memtrace");
@@ -131,6 +131,12 @@ int main(void)
     /* each rank on its own device: kept */
     write_rank(r1, 1, 1, 1000005000, 90000, "fwd1", 2);
     r = cli_run(args);
+    is_int(1, r.status, "a merge onto an existing OUT exits 1");
+    ok(strstr(r.err, "exists") != NULL && strstr(r.err, "--force") != NULL && cli_lines(r.err) == 1,
+       "with one line naming --force: %s", r.err);
+    cli_free(&r);
+    const char *again[] = {"merge", "-o", out, "--force", r1, r0, NULL};
+    r = cli_run(again);
     is_int(0, r.status, "merge of disjoint devices exits 0");
     ok(strstr(r.out, "kept") != NULL, "devices kept");
     cli_free(&r);

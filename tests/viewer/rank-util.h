@@ -148,7 +148,7 @@ static inline void rk_write(const char *path, int end)
     }
     struct mt_writer *w;
     const char *ckpt[] = {"ckpt"};
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, "{\"host\": \"testhost\", \"pid\": 1}"), "mt_writer_meta");
     cli_check(mt_writer_strings(w, 1, RK_NSTR, rk_strs), "mt_writer_strings");
     cli_check(mt_writer_frames(w, 1, RK_NFR, rk_frames), "mt_writer_frames");

@@ -268,7 +268,7 @@ static void reference(int device, struct ref *r)
 static void write_file(const char *path)
 {
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, "{\"host\": \"h\", \"pid\": 1, \"allocator_settings\": "
                                 "{\"max_split_size_mb\": 64, \"expandable_segments\": false}}"),
               "mt_writer_meta");

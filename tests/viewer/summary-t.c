@@ -219,7 +219,7 @@ static void write_file(const char *path, const struct evlist *l, int end)
 {
     struct mt_writer *w;
     char meta[256], rank[32] = "";
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     if (file_rank >= 0)
         snprintf(rank, sizeof(rank), ", \"rank\": %d", file_rank);
     snprintf(meta, sizeof(meta),
@@ -726,6 +726,52 @@ static void check_files(void)
     }
 }
 
+/* Stacks sharing a 100,000-deep chain: --top 0 prints each one's first frames and
+ * how many more there are, from depths the reader keeps, without walking chains. */
+static void check_deep_stacks(void)
+{
+    const uint32_t chain = 100000, leaves = 2000, n = chain + leaves;
+    uint32_t *parent = malloc(n * sizeof(uint32_t)), *frame = malloc(n * sizeof(uint32_t));
+    for (uint32_t i = 0; i < chain; i++) {
+        parent[i] = i;
+        frame[i] = 1;
+    }
+    for (uint32_t i = chain; i < n; i++) {
+        parent[i] = chain;
+        frame[i] = 2;
+    }
+    struct memtrace_event *ev = calloc(leaves, sizeof(*ev));
+    for (uint32_t i = 0; i < leaves; i++) {
+        ev[i].action = MEMTRACE_ALLOC;
+        ev[i].time_ns = BASE_T + i;
+        ev[i].addr = 0x100000 + (uint64_t)i * 4096;
+        ev[i].size = 4096 + i; /* each stack its own size: a strict order */
+        ev[i].stack = chain + 1 + i;
+    }
+    const char *path = cli_path("deep.memtrace");
+    struct mt_writer *w;
+    struct mt_frame_rec f[2] = {{0x1000, 0, 0, 0, 0, 0}, {0x2000, 0, 0, 0, 0, 0}};
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
+    cli_check(mt_writer_frames(w, 1, 2, f), "mt_writer_frames");
+    cli_check(mt_writer_stacks(w, 1, n, parent, frame), "mt_writer_stacks");
+    cli_check(mt_writer_events(w, ev, leaves), "mt_writer_events");
+    cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
+    struct cli_out o =
+        cli_run((const char *const[]){"summary", path, "--top", "0", "--depth", "2", NULL});
+    is_int(0, o.status, "deep stacks: exit 0");
+    int more = 0, firsts = 0;
+    for (const char *p = o.out; (p = strstr(p, "... 99999 more frames\n")) != NULL; p++)
+        more++;
+    for (const char *p = o.out; (p = strstr(p, "#0  0x2000\n")) != NULL; p++)
+        firsts++;
+    is_int(leaves, more, "each of the %u stacks: 2 frames and '... 99999 more frames'", leaves);
+    is_int(leaves, firsts, "each starting at its own frame");
+    cli_free(&o);
+    free(ev);
+    free(parent);
+    free(frame);
+}
+
 int main(void)
 {
     cli_scratch();
@@ -737,6 +783,7 @@ int main(void)
     check_by_hand();
     check_truncated();
     check_files();
+    check_deep_stacks();
     done_testing();
     return exit_status();
 }

@@ -56,7 +56,7 @@ static void build(void)
 static void write_file(const char *path)
 {
     struct mt_writer *w;
-    cli_check(mt_writer_open(&w, path), "mt_writer_open");
+    cli_check(mt_writer_open(&w, path, MT_WRITER_OVERWRITE), "mt_writer_open");
     cli_check(mt_writer_meta(w, "{\"host\": \"h\", \"pid\": 1}"), "mt_writer_meta");
     cli_check(mt_writer_events(w, evs, nev), "mt_writer_events");
     cli_check(mt_writer_end(w, "{\"dropped\": 0}"), "mt_writer_end");

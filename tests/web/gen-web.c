@@ -54,7 +54,7 @@ static struct mt_writer *open_or_die(const char *dir, const char *name)
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     struct mt_writer *w;
-    if (mt_writer_open(&w, path) != 0) {
+    if (mt_writer_open(&w, path, MT_WRITER_OVERWRITE) != 0) {
         fprintf(stderr, "gen-web: cannot write %s\n", path);
         exit(1);
     }

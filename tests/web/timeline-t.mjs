@@ -86,11 +86,18 @@ try {
     const mid = await at(T0 + 51e6, 10 * MIB);
     await page.mouse.move(mid.x, mid.y);
     await page.mouse.wheel(0, -400);
-    await page.waitForTimeout(300);
+    /* A loaded machine may take a while to deliver the wheel: wait for the view to
+     * change (or give up after 10 s and let the check below report it). */
+    await page.waitForFunction((t1) => memtraceViewer.state.view.t1 !== t1, v0.t1, { timeout: 10000 })
+        .catch(() => {});
+    await page.waitForTimeout(100);
     const v1 = await page.evaluate(() => ({ ...memtraceViewer.state.view }));
     const span0 = v0.t1 - v0.t0, span1 = v1.t1 - v1.t0;
     ok(span1 < span0 * 0.7 && Math.abs((v1.t0 + v1.t1) / 2 - 51e6) < span1 / 2, 'wheel zooms in around the pointer',
         JSON.stringify([v0, v1]));
+    /* The page writes the hash 150 ms after the view settles. */
+    await page.waitForFunction((t1) => location.hash.includes(`t1=${t1}`), Math.round(v1.t1), { timeout: 10000 })
+        .catch(() => {});
     const hash = await page.evaluate(() => location.hash);
     ok(hash.includes(`t0=${Math.round(v1.t0)}`) && hash.includes(`t1=${Math.round(v1.t1)}`), 'the URL keeps the visible range', hash);
 
@@ -99,6 +106,8 @@ try {
     await page.mouse.down();
     await page.mouse.move(mid.x - 100, mid.y, { steps: 5 });
     await page.mouse.up();
+    await page.waitForFunction((t0) => memtraceViewer.state.view.t0 !== t0, v1.t0, { timeout: 10000 })
+        .catch(() => {});
     const v2 = await page.evaluate(() => ({ ...memtraceViewer.state.view }));
     const W = (await page.evaluate(() => memtraceViewer.frame())).W;
     ok(Math.abs(v2.t0 - v1.t0 - (100 / W) * span1) < span1 / 100 && Math.abs(v2.t1 - v2.t0 - span1) < 1,
