@@ -557,8 +557,11 @@ int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_
                       struct memtrace_errinfo *err)
 {
     struct xp *x = calloc(1, sizeof(*x));
-    if (!x)
-        goto nomem;
+    if (!x) {
+        err->code = MEMTRACE_ENOMEM;
+        snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
+        return MEMTRACE_ENOMEM;
+    }
     x->path = path;
     x->e.f = out;
     x->e.pickle = pickle;
@@ -628,8 +631,4 @@ out:
     free(x->fbuf);
     free(x);
     return rc;
-nomem:
-    err->code = MEMTRACE_ENOMEM;
-    snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
-    return MEMTRACE_ENOMEM;
 }

@@ -689,10 +689,10 @@ static int advance(struct memtrace_reader *r)
     return 1;
 }
 
-int memtrace_reader_open(struct memtrace_reader **out, const char *path,
+int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
                          struct memtrace_errinfo *err)
 {
-    *out = NULL;
+    *readerp = NULL;
     struct memtrace_reader *r = calloc(1, sizeof(*r));
     int rc;
     if (r == NULL) {
@@ -730,63 +730,63 @@ int memtrace_reader_open(struct memtrace_reader **out, const char *path,
         if (*e != '\0' || errno != 0 || mb == 0 || mb > (1ull << 30) || lim[0] == '-') {
             rc = fail(r, MEMTRACE_EINVAL, 0, "%s=%s is not valid (MiB, 1 to %llu)", TABLE_ENV, lim,
                       1ull << 30);
-            goto fail;
+            goto out;
         }
         r->cost_limit = mb << 20;
     }
     r->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) {
         rc = fail(r, MEMTRACE_EIO, 0, "cannot open: %s", strerror(errno));
-        goto fail;
+        goto out;
     }
     struct stat st;
     if (fstat(r->fd, &st) < 0) {
         rc = fail(r, MEMTRACE_EIO, 0, "cannot stat: %s", strerror(errno));
-        goto fail;
+        goto out;
     }
     if (S_ISDIR(st.st_mode)) {
         rc = fail(r, MEMTRACE_EIO, 0, "is a directory, not a memtrace file");
-        goto fail;
+        goto out;
     }
     r->file_size = (uint64_t)st.st_size;
     uint8_t h[MT_HEADER_LEN];
     ssize_t got = read_full(r->fd, h, sizeof(h));
     if (got < 0) {
         rc = fail(r, MEMTRACE_EIO, 0, "read error: %s", strerror(errno));
-        goto fail;
+        goto out;
     }
     if (got == 0) {
         rc = fail(r, MEMTRACE_EFORMAT, 0, "empty file, not a memtrace file");
-        goto fail;
+        goto out;
     }
     size_t cmp = (size_t)got < MT_MAGIC_LEN ? (size_t)got : MT_MAGIC_LEN;
     if (memcmp(h, MT_MAGIC, cmp) != 0) {
         rc = fail(r, MEMTRACE_EFORMAT, 0, "not a memtrace file (bad magic)");
-        goto fail;
+        goto out;
     }
     if ((size_t)got < sizeof(h)) {
         rc = fail(r, MEMTRACE_ETRUNC, (uint64_t)got,
                   "file ends inside the header (%zd of %d bytes)", got, MT_HEADER_LEN);
-        goto fail;
+        goto out;
     }
     r->major = mt_get_u16(h + 8);
     r->minor = mt_get_u16(h + 10);
     if (r->major > MT_VERSION_MAJOR) {
         rc = fail(r, MEMTRACE_EVERSION, 8, "format version %u.%u is newer than this reader (%d.%d)",
                   r->major, r->minor, MT_VERSION_MAJOR, MT_VERSION_MINOR);
-        goto fail;
+        goto out;
     }
     if (r->major == 0) {
         rc = fail(r, MEMTRACE_EFORMAT, 8, "unsupported format version %u.%u", r->major, r->minor);
-        goto fail;
+        goto out;
     }
     r->offset = MT_HEADER_LEN;
     rc = advance(r);
     if (rc < 0)
-        goto fail;
-    *out = r;
+        goto out;
+    *readerp = r;
     return 0;
-fail:
+out:
     if (err)
         *err = r->err;
     memtrace_reader_close(r);

@@ -2,10 +2,10 @@
 # preload library and the memtrace CLI all use, compiled once and linked into each:
 # util.c (clock, formatting, mmap arenas), the %-pattern expansion of file names,
 # the rank, and the names of the MEMTRACE_* variables. It depends on libc alone.
-# Functions keep util.c's mt_ names; the ones added here are mtx_.
+# Every function here has the mtx_ prefix.
 noinst_LTLIBRARIES += libmtx.la
 libmtx_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-libmtx_la_SOURCES = libtrace/util.c libtrace/util.h \
+libmtx_la_SOURCES = libtrace/mtx/util.c libtrace/mtx/util.h \
 	libtrace/mtx/env.h libtrace/mtx/pattern.c libtrace/mtx/pattern.h \
 	libtrace/mtx/rank.c libtrace/mtx/rank.h \
 	libtrace/mtx/escape.c libtrace/mtx/escape.h
