@@ -54,5 +54,14 @@ TESTS += tests/replay/replay-t
 tests_replay_replay_t_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'
 tests_replay_replay_t_LDADD = $(SNAPSHOT_LIBS)
 tests_replay_gen_replay_cases_LDADD = $(SNAPSHOT_LIBS)
-EXTRA_DIST += tests/replay
+# The case folders by name: the build's tests/replay/ holds objects and logs.
+EXTRA_DIST += tests/replay/alloc-free \
+	tests/replay/partial-unmap \
+	tests/replay/peak-stacks \
+	tests/replay/pending-free \
+	tests/replay/replaced-alloc \
+	tests/replay/segments \
+	tests/replay/temporaries \
+	tests/replay/truncated \
+	tests/replay/unknown-free
 EXTRA_DIST += docs/PYTORCH.md
