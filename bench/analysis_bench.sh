@@ -110,7 +110,7 @@ cmds=(
     "leaks|$memtrace leaks FILE"
     "top|$memtrace top FILE"
     "timeline|$memtrace timeline FILE"
-    "export|$memtrace export --format perfetto -o OUT FILE"
+    "export|$memtrace export --format perfetto --force -o OUT FILE"
     "heaptrack_print|heaptrack_print FILE"
 )
 declare -A state walls cpus rss
