@@ -940,8 +940,31 @@
         },
     };
 
+    /* A page written by `memtrace html` carries its files as base64 in script
+     * elements that never run; decoded in slices to bound atob's strings. */
+    function decodeBase64(text) {
+        const n = text.length;
+        const len = (n / 4) * 3 - (text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0);
+        const out = new Uint8Array(Math.max(0, len));
+        const STEP = 1 << 20;
+        let o = 0;
+        for (let i = 0; i < n; i += STEP) {
+            const s = atob(text.slice(i, i + STEP));
+            for (let j = 0; j < s.length; j++)
+                out[o++] = s.charCodeAt(j);
+        }
+        return out.buffer;
+    }
+    function embeddedFiles() {
+        return Array.from(document.querySelectorAll('script[type="application/x-memtrace-base64"]'),
+            (s) => ({ name: s.dataset.name || 'embedded', read: () => decodeBase64(s.textContent.trim()) }));
+    }
+
     bind();
     const q = new URLSearchParams(location.search);
-    if (q.has('file'))
+    const embedded = embeddedFiles();
+    if (embedded.length)
+        loadBytes(embedded[0].name, embedded[0].read());
+    else if (q.has('file'))
         loadUrl(q.get('file'));
 })();

@@ -1,0 +1,31 @@
+/* web.h: the web viewer's files for `memtrace html` and `memtrace view`: their one
+ * list, where they are (the source tree for a binary run from its build tree, else
+ * the installed package data directory), and reading them. */
+#ifndef MEMTRACE_VIEWER_WEB_H
+#define MEMTRACE_VIEWER_WEB_H
+
+#include <stddef.h>
+
+/* The files the viewer's page is made of, NULL-terminated; index.html first. Only
+ * these are ever read from the viewer's directory. */
+extern const char *const mt_web_files[];
+
+/* Whether name is one of mt_web_files. */
+int mt_web_known(const char *name);
+
+/* Writes the viewer's directory into out: $MEMTRACE_WEB_DIR when set, the source
+ * tree's web/ when this binary runs from its build tree, else the installed one.
+ * Returns 0, or -1 having reported that index.html is not there. */
+int mt_web_dir(char *out, size_t size);
+
+/* Writes dir/name into out. Returns 0, or -1 having reported a path too long. */
+int mt_web_path(char *out, size_t size, const char *dir, const char *name);
+
+/* Reads the whole file path into a malloc'd, NUL-terminated buffer (*len bytes
+ * without the NUL). Returns 0, or -1 having reported why. */
+int mt_read_all(const char *path, char **data, size_t *len);
+
+/* The Content-Type of a file by its name's ending. */
+const char *mt_web_type(const char *name);
+
+#endif
