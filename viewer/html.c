@@ -43,12 +43,23 @@ static void put_escaped_attr(const char *s, FILE *out)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '&': fputs("&amp;", out); break;
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '"': fputs("&quot;", out); break;
-        case '\'': fputs("&#39;", out); break;
-        default: fputc(*s, out);
+        case '&':
+            fputs("&amp;", out);
+            break;
+        case '<':
+            fputs("&lt;", out);
+            break;
+        case '>':
+            fputs("&gt;", out);
+            break;
+        case '"':
+            fputs("&quot;", out);
+            break;
+        case '\'':
+            fputs("&#39;", out);
+            break;
+        default:
+            fputc(*s, out);
         }
     }
 }
@@ -170,8 +181,7 @@ static int inline_file(const char *dir, const char *name, int script, FILE *out)
     char *data;
     size_t len;
     if (!mt_web_known(name) || strcmp(name, "index.html") == 0) {
-        mt_error("%s/index.html refers to '%s', which is not one of the viewer's files", dir,
-                 name);
+        mt_error("%s/index.html refers to '%s', which is not one of the viewer's files", dir, name);
         return -1;
     }
     if (mt_web_path(path, sizeof path, dir, name) != 0 || mt_read_all(path, &data, &len) != 0)
