@@ -35,6 +35,7 @@ int mt_cmd_import(int argc, char **argv);
 int mt_cmd_merge(int argc, char **argv);
 int mt_cmd_diff(int argc, char **argv);
 int mt_cmd_html(int argc, char **argv);
+int mt_cmd_view(int argc, char **argv);
 
 /* The headline figures of a file by the replay `memtrace summary` uses, for other
  * commands' closing lines. Returns an MT_EXIT_* status, having reported a problem. */

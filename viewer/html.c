@@ -84,29 +84,6 @@ static const char *base_name(const char *path)
     return slash && slash[1] ? slash + 1 : path;
 }
 
-/* What the viewer can open, by the first bytes: 0 or -1 having said why not. */
-static int check_kind(const char *path, FILE *f)
-{
-    unsigned char head[16];
-    size_t n = fread(head, 1, sizeof head, f);
-    if (ferror(f)) {
-        mt_error("cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    rewind(f);
-    if (n >= 8 && memcmp(head, "MEMTRACE", 8) == 0)
-        return 0;
-    if (n >= 2 && head[0] == 0x80)
-        return 0;
-    size_t i = 0;
-    while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
-        i++;
-    if (i < n && head[i] == '{')
-        return 0;
-    mt_error("%s: not a .memtrace file nor a PyTorch snapshot (pickle or JSON)", path);
-    return -1;
-}
-
 static int embed(const char *path, FILE *out)
 {
     static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -123,7 +100,7 @@ static int embed(const char *path, FILE *out)
         mt_error("cannot open %s: %s", path, strerror(errno));
         goto label_return;
     }
-    if (check_kind(path, f) != 0)
+    if (mt_web_check_kind(path, f) != 0)
         goto label_return;
     fputs("<script type=\"application/x-memtrace-base64\" data-name=\"", out);
     put_escaped_attr(base_name(path), out);
@@ -252,7 +229,7 @@ int mt_cmd_html(int argc, char **argv)
     if (npos == 0)
         return mt_usage_error("html", "'html' needs at least one FILE");
     char dir[4096];
-    if (mt_web_dir(dir, sizeof dir) != 0)
+    if (mt_web_dir(dir, sizeof dir) != 0 || mt_web_check_files(pos, npos) != 0)
         return MT_EXIT_FAIL;
     FILE *out = stdout;
     int to_file = output && strcmp(output, "-") != 0;

@@ -16,7 +16,7 @@ memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c
 	viewer/import.c \
 	viewer/merge.c \
 	viewer/diff.c \
-	viewer/web.h viewer/html.c
+	viewer/web.h viewer/html.c viewer/view.c
 memtrace_LDADD = $(SNAPSHOT_LIBS) libmemtrace_webdir.la
 dist_man_MANS += docs/memtrace.1
 

@@ -30,6 +30,7 @@ static const struct mt_cmd commands[] = {
     {"import", mt_cmd_import, "convert a PyTorch memory snapshot (pickle or JSON) to .memtrace"},
     {"merge", mt_cmd_merge, "merge files of several ranks or processes into one"},
     {"html", mt_cmd_html, "one self-contained HTML page with the web viewer and the files"},
+    {"view", mt_cmd_view, "serve the web viewer and the files on 127.0.0.1 until Ctrl-C"},
     {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
 };
 

@@ -5,6 +5,7 @@
 #define MEMTRACE_VIEWER_WEB_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The files the viewer's page is made of, NULL-terminated; index.html first. Only
  * these are ever read from the viewer's directory. */
@@ -24,6 +25,14 @@ int mt_web_path(char *out, size_t size, const char *dir, const char *name);
 /* Reads the whole file path into a malloc'd, NUL-terminated buffer (*len bytes
  * without the NUL). Returns 0, or -1 having reported why. */
 int mt_read_all(const char *path, char **data, size_t *len);
+
+/* Whether the viewer can open the file f (of path), by its first bytes: a .memtrace
+ * file, a pickle or JSON. Returns 0 with f rewound, or -1 having said why not. */
+int mt_web_check_kind(const char *path, FILE *f);
+
+/* mt_web_check_kind on each of paths[0..n), opened in turn: 0, or -1 having said
+ * which one the viewer cannot open (or that it cannot be read). */
+int mt_web_check_files(char **paths, int n);
 
 /* The Content-Type of a file by its name's ending. */
 const char *mt_web_type(const char *name);

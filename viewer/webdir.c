@@ -126,6 +126,44 @@ label_return:
     return ret;
 }
 
+int mt_web_check_kind(const char *path, FILE *f)
+{
+    unsigned char head[16];
+    size_t n = fread(head, 1, sizeof head, f);
+    if (ferror(f)) {
+        mt_error("cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    rewind(f);
+    if (n >= 8 && memcmp(head, "MEMTRACE", 8) == 0)
+        return 0;
+    if (n >= 2 && head[0] == 0x80)
+        return 0;
+    size_t i = 0;
+    while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t'))
+        i++;
+    if (i < n && head[i] == '{')
+        return 0;
+    mt_error("%s: not a .memtrace file nor a PyTorch snapshot (pickle or JSON)", path);
+    return -1;
+}
+
+int mt_web_check_files(char **paths, int n)
+{
+    for (int i = 0; i < n; i++) {
+        FILE *f = fopen(paths[i], "rb");
+        if (!f) {
+            mt_error("cannot open %s: %s", paths[i], strerror(errno));
+            return -1;
+        }
+        int rc = mt_web_check_kind(paths[i], f);
+        fclose(f);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
 const char *mt_web_type(const char *name)
 {
     const char *dot = strrchr(name, '.');
