@@ -677,17 +677,11 @@
             $('peak-summary').textContent = 'Nothing was allocated.';
             return;
         }
-        const pe = f.peak_event, groups = new Map();
+        const pe = f.peak_event;
+        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, pe)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
         let count = 0;
-        for (let id = 0; id < c.n; id++) {
-            if (c.ev0[id] > pe || (c.ended[id] !== 0 && c.ev1[id] <= pe))
-                continue;
-            count++;
-            const g = groups.get(c.stack[id]) || { bytes: 0, count: 0 };
-            g.bytes += c.size[id];
-            g.count++;
-            groups.set(c.stack[id], g);
-        }
+        for (const g of groups.values())
+            count += g.count;
         $('peak-summary').textContent = `Peak of allocated memory: ${fmtBytes(f.peak_bytes)} (${f.peak_bytes} bytes) at +${fmtTime(f.peak_offset_ns)}, event ${pe}, in ${count} blocks from ${groups.size} stacks.`;
         const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
         for (const [stack, g] of sorted) {
