@@ -27,7 +27,8 @@ static const struct mt_help html_help = {
     "Writes one HTML file that holds the web viewer and the FILEs (.memtrace files,\n"
     "or PyTorch memory snapshots as pickle or JSON), which opens in a browser from\n"
     "file:// without a network or any other file: send it, archive it, attach it.\n"
-    "The files are embedded whole, a third larger in base64.",
+    "Several FILEs (runs, or the ranks of one job) open together, with the compare\n"
+    "view. The files are embedded whole, a third larger in base64.",
     html_opts,
     0,
 };

@@ -28,7 +28,7 @@ libmemtrace_webdir_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/viewer \
 	-DMT_BUILDDIR='"$(abs_top_builddir)"'
 webdir = $(pkgdatadir)/web
 dist_web_DATA = web/index.html web/viewer.css web/format.js web/pickle.js web/replay.js \
-	web/worker.js web/timeline.js web/app.js
+	web/worker.js web/timeline.js web/compare.js web/app.js
 
 # Tests write files with the internal writer and run the built memtrace binary.
 VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \

@@ -26,7 +26,7 @@
 
 const char *const mt_web_files[] = {
     "index.html", "viewer.css",  "format.js", "pickle.js", "replay.js",
-    "worker.js",  "timeline.js", "app.js",    NULL,
+    "worker.js",  "timeline.js", "compare.js", "app.js",    NULL,
 };
 
 int mt_web_known(const char *name)
