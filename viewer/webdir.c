@@ -25,7 +25,7 @@
 #endif
 
 const char *const mt_web_files[] = {
-    "index.html", "viewer.css",  "format.js", "pickle.js", "replay.js",
+    "index.html", "viewer.css",  "format.js",  "pickle.js", "replay.js",
     "worker.js",  "timeline.js", "compare.js", "app.js",    NULL,
 };
 
