@@ -424,15 +424,20 @@
     }
 
     /* ---------- the active memory timeline ---------- */
-    let lastFrame = null;
+    let lastFrame = null, frameImage = null;
     function drawTimeline() {
         const started = performance.now();
         const c = $('timeline');
         const ctx = sizeCanvas(c, Math.max(300, Math.min(640, window.innerHeight - 260)));
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
         ctx.clearRect(0, 0, c.width, c.height);
-        const img = ctx.createImageData(W, H);
-        const px = new Uint32Array(img.data.buffer);
+        /* One image for every frame of a size: a fresh one (megabytes) per frame
+         * left the garbage collector pauses that made the slowest frames. */
+        if (!frameImage || frameImage.img.width !== W || frameImage.img.height !== H) {
+            const img = ctx.createImageData(W, H);
+            frameImage = { img, px: new Uint32Array(img.data.buffer) };
+        }
+        const img = frameImage.img, px = frameImage.px;
         S.tl.match = S.match;
         const r = S.tl.render(S.view, W, H, px, 0xffffffff);
         ctx.putImageData(img, MARGIN.left, MARGIN.top);
