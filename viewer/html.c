@@ -14,14 +14,14 @@
 static const char *output;
 static int force;
 
-static const struct mt_opt html_opts[] = {
-    MT_OPTION_STRING('o', "output", &output, "OUT",
+static const struct cli_opt html_opts[] = {
+    CLI_OPTION_STRING('o', "output", &output, "OUT",
                      "write the page to OUT instead of standard output"),
-    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
-    MT_OPTION_END,
+    CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help html_help = {
+static const struct cli_help html_help = {
     "html",
     "memtrace html FILE... [-o OUT.html [--force]]",
     "Writes one HTML file that holds the web viewer and the FILEs (.memtrace files,\n"
@@ -94,11 +94,11 @@ static int embed(const char *path, FILE *out)
     char *enc = malloc(CHUNK / 3 * 4);
     FILE *f = fopen(path, "rb");
     if (!in || !enc) {
-        mt_error("%s: out of memory", path);
+        cli_error("%s: out of memory", path);
         goto label_return;
     }
     if (!f) {
-        mt_error("cannot open %s: %s", path, strerror(errno));
+        cli_error("cannot open %s: %s", path, strerror(errno));
         goto label_return;
     }
     if (mt_web_check_kind(path, f) != 0)
@@ -111,7 +111,7 @@ static int embed(const char *path, FILE *out)
         while (n < CHUNK && (got = fread(in + n, 1, CHUNK - n, f)) > 0)
             n += got;
         if (ferror(f)) {
-            mt_error("cannot read %s: %s", path, strerror(errno));
+            cli_error("cannot read %s: %s", path, strerror(errno));
             goto label_return;
         }
         size_t o = 0;
@@ -159,7 +159,7 @@ static int inline_file(const char *dir, const char *name, int script, FILE *out)
     char *data;
     size_t len;
     if (!mt_web_known(name) || strcmp(name, "index.html") == 0) {
-        mt_error("%s/index.html refers to '%s', which is not one of the viewer's files", dir, name);
+        cli_error("%s/index.html refers to '%s', which is not one of the viewer's files", dir, name);
         return -1;
     }
     if (mt_web_path(path, sizeof path, dir, name) != 0 || mt_read_all(path, &data, &len) != 0)
@@ -224,24 +224,24 @@ int mt_cmd_html(int argc, char **argv)
     int npos;
     output = NULL;
     force = 0;
-    int rc = mt_options_parse(argc, argv, &html_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &html_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("html", "'html' needs at least one FILE");
+        return cli_usage_error("html", "'html' needs at least one FILE");
     char dir[4096];
     if (mt_web_dir(dir, sizeof dir) != 0 || mt_web_check_files(pos, npos) != 0)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     FILE *out = stdout;
     int to_file = output && strcmp(output, "-") != 0;
-    if (to_file && !(out = mt_create_output(output, force)))
-        return MT_EXIT_FAIL;
-    rc = write_page(dir, pos, npos, out) == 0 ? MT_EXIT_OK : MT_EXIT_FAIL;
-    if (to_file && fclose(out) != 0 && rc == MT_EXIT_OK) {
-        mt_error("cannot write %s: %s", output, strerror(errno));
-        rc = MT_EXIT_FAIL;
+    if (to_file && !(out = cli_create_output(output, force)))
+        return CLI_EXIT_FAIL;
+    rc = write_page(dir, pos, npos, out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    if (to_file && fclose(out) != 0 && rc == CLI_EXIT_OK) {
+        cli_error("cannot write %s: %s", output, strerror(errno));
+        rc = CLI_EXIT_FAIL;
     }
-    if (to_file && rc != MT_EXIT_OK)
+    if (to_file && rc != CLI_EXIT_OK)
         remove(output);
     return rc;
 }

@@ -30,13 +30,13 @@
 
 static long long port_opt;
 
-static const struct mt_opt view_opts[] = {
-    MT_OPTION_INT('p', "port", &port_opt, "N", 0, 65535,
+static const struct cli_opt view_opts[] = {
+    CLI_OPTION_INT('p', "port", &port_opt, "N", 0, 65535,
                   "listen on port N of 127.0.0.1 (default 0: a free port)"),
-    MT_OPTION_END,
+    CLI_OPTION_END,
 };
 
-static const struct mt_help view_help = {
+static const struct cli_help view_help = {
     "view",
     "memtrace view FILE... [--port N]",
     "Serves the web viewer and the FILEs (.memtrace files, or PyTorch memory\n"
@@ -292,7 +292,7 @@ static int listen_local(int port, int *bound)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        mt_error("cannot create a socket: %s", strerror(errno));
+        cli_error("cannot create a socket: %s", strerror(errno));
         return -1;
     }
     int one = 1;
@@ -302,7 +302,7 @@ static int listen_local(int port, int *bound)
     socklen_t len = sizeof a;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        mt_error("cannot listen on 127.0.0.1:%d: %s", port, strerror(errno));
+        cli_error("cannot listen on 127.0.0.1:%d: %s", port, strerror(errno));
         close(fd);
         return -1;
     }
@@ -319,21 +319,21 @@ static const char *base_name(const char *path)
 int mt_cmd_view(int argc, char **argv)
 {
     char *pos[argc + 1];
-    int npos, ret = MT_EXIT_FAIL, lfd = -1, port = 0;
+    int npos, ret = CLI_EXIT_FAIL, lfd = -1, port = 0;
     port_opt = 0;
-    int rc = mt_options_parse(argc, argv, &view_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &view_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("view", "'view' needs at least one FILE");
+        return cli_usage_error("view", "'view' needs at least one FILE");
     char webdir[4096];
     if (mt_web_dir(webdir, sizeof webdir) != 0 || mt_web_check_files(pos, npos) != 0)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     struct served *files = calloc((size_t)npos, sizeof *files);
     size_t urlcap = 64 + (size_t)npos * 1610;
     char *index_url = malloc(urlcap);
     if (!files || !index_url) {
-        mt_error("out of memory");
+        cli_error("out of memory");
         goto label_return;
     }
     snprintf(index_url, urlcap, "/index.html");
@@ -369,13 +369,13 @@ int mt_cmd_view(int argc, char **argv)
         goto label_return;
     printf("http://127.0.0.1:%d/\n", port);
     fflush(stdout);
-    mt_error("serving %d file%s and the viewer; open the URL above, Ctrl-C stops", npos,
+    cli_error("serving %d file%s and the viewer; open the URL above, Ctrl-C stops", npos,
              npos == 1 ? "" : "s");
     while (!stop_signal) {
         struct pollfd p = {.fd = lfd, .events = POLLIN};
         int n = ppoll(&p, 1, NULL, &orig);
         if (n < 0 && errno != EINTR) {
-            mt_error("waiting for a connection: %s", strerror(errno));
+            cli_error("waiting for a connection: %s", strerror(errno));
             goto label_return;
         }
         if (n <= 0 || stop_signal)
@@ -389,8 +389,8 @@ int mt_cmd_view(int argc, char **argv)
         serve_one(cfd, port, webdir, files, npos, index_url);
         linger_close(cfd);
     }
-    mt_error("stopped");
-    ret = MT_EXIT_OK;
+    cli_error("stopped");
+    ret = CLI_EXIT_OK;
 label_return:
     if (lfd >= 0)
         close(lfd);

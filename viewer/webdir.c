@@ -70,7 +70,7 @@ int mt_web_dir(char *out, size_t size)
     const char *env = getenv("MEMTRACE_WEB_DIR");
     const char *dir = env && *env ? env : in_build_tree() ? MT_SRC_WEBDIR : MT_WEBDIR;
     if (snprintf(out, size, "%s", dir) >= (int)size || !has_index(out)) {
-        mt_error("the web viewer is not in %s (no index.html there)%s", dir,
+        cli_error("the web viewer is not in %s (no index.html there)%s", dir,
                  env && *env ? "; check MEMTRACE_WEB_DIR" : "; reinstall memtrace");
         return -1;
     }
@@ -81,7 +81,7 @@ int mt_web_path(char *out, size_t size, const char *dir, const char *name)
 {
     int n = snprintf(out, size, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= size) {
-        mt_error("%s/%s: path too long", dir, name);
+        cli_error("%s/%s: path too long", dir, name);
         return -1;
     }
     return 0;
@@ -94,14 +94,14 @@ int mt_read_all(const char *path, char **data, size_t *len)
     size_t n = 0, cap = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        mt_error("cannot open %s: %s", path, strerror(errno));
+        cli_error("cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     for (;;) {
         if (cap - n < 65536) {
             char *b = realloc(buf, cap = cap ? cap * 2 : 131072);
             if (!b) {
-                mt_error("%s: out of memory", path);
+                cli_error("%s: out of memory", path);
                 goto label_return;
             }
             buf = b;
@@ -112,7 +112,7 @@ int mt_read_all(const char *path, char **data, size_t *len)
             break;
     }
     if (ferror(f)) {
-        mt_error("cannot read %s: %s", path, strerror(errno));
+        cli_error("cannot read %s: %s", path, strerror(errno));
         goto label_return;
     }
     buf[n] = '\0';
@@ -131,7 +131,7 @@ int mt_web_check_kind(const char *path, FILE *f)
     unsigned char head[16];
     size_t n = fread(head, 1, sizeof head, f);
     if (ferror(f)) {
-        mt_error("cannot read %s: %s", path, strerror(errno));
+        cli_error("cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     rewind(f);
@@ -144,7 +144,7 @@ int mt_web_check_kind(const char *path, FILE *f)
         i++;
     if (i < n && head[i] == '{')
         return 0;
-    mt_error("%s: not a .memtrace file nor a PyTorch snapshot (pickle or JSON)", path);
+    cli_error("%s: not a .memtrace file nor a PyTorch snapshot (pickle or JSON)", path);
     return -1;
 }
 
@@ -153,7 +153,7 @@ int mt_web_check_files(char **paths, int n)
     for (int i = 0; i < n; i++) {
         FILE *f = fopen(paths[i], "rb");
         if (!f) {
-            mt_error("cannot open %s: %s", paths[i], strerror(errno));
+            cli_error("cannot open %s: %s", paths[i], strerror(errno));
             return -1;
         }
         int rc = mt_web_check_kind(paths[i], f);
