@@ -5,6 +5,7 @@
 // first drawn timeline, then zoom and pan frames (the timeline's draw time for views
 // of 1/2, 1/8 ... of the run, and pans across it).
 //     node bench/web_bench.mjs [BUILDDIR] [COUNTS...]   (defaults: build 1000000 10000000)
+// MEMTRACE_WEB_DIR opens another copy of the viewer (an older one, to compare).
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -39,7 +40,7 @@ try {
         const page = await ctx.newPage();
         const errors = [];
         page.on('pageerror', (e) => errors.push(String(e)));
-        await page.goto(pathToFileURL(join(src, 'web', 'index.html')).href);
+        await page.goto(pathToFileURL(join(process.env.MEMTRACE_WEB_DIR || join(src, 'web'), 'index.html')).href);
         const t0 = Date.now();
         await page.setInputFiles('#file-input', file);
         await page.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.state),

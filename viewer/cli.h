@@ -34,6 +34,8 @@ int cli_cmd_export(int argc, char **argv);
 int cli_cmd_import(int argc, char **argv);
 int cli_cmd_merge(int argc, char **argv);
 int cli_cmd_diff(int argc, char **argv);
+int cli_cmd_html(int argc, char **argv);
+int cli_cmd_view(int argc, char **argv);
 
 /* The headline figures of a file by the replay `memtrace summary` uses, for other
  * commands' closing lines. Returns an CLI_EXIT_* status, having reported a problem. */

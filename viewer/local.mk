@@ -15,9 +15,20 @@ memtrace_SOURCES = viewer/main.c viewer/cli.h viewer/cli_args.c viewer/cli_fmt.c
 	viewer/export.c \
 	viewer/import.c \
 	viewer/merge.c \
-	viewer/diff.c
-memtrace_LDADD = $(SNAPSHOT_LIBS)
+	viewer/diff.c \
+	viewer/web.h viewer/html.c viewer/view.c
+memtrace_LDADD = $(SNAPSHOT_LIBS) libmemtrace_webdir.la
 dist_man_MANS += docs/memtrace.1
+
+# Where the web viewer's files are: only webdir.c gets the locations from make.
+noinst_LTLIBRARIES += libmemtrace_webdir.la
+libmemtrace_webdir_la_SOURCES = viewer/webdir.c
+libmemtrace_webdir_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/viewer \
+	-DMT_WEBDIR='"$(pkgdatadir)/web"' -DMT_SRC_WEBDIR='"$(abs_top_srcdir)/web"' \
+	-DMT_BUILDDIR='"$(abs_top_builddir)"'
+webdir = $(pkgdatadir)/web
+dist_web_DATA = web/index.html web/viewer.css web/format.js web/pickle.js web/replay.js \
+	web/worker.js web/timeline.js web/compare.js web/app.js
 
 # Tests write files with the internal writer and run the built memtrace binary.
 VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \

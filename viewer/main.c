@@ -29,6 +29,8 @@ static const struct mt_cmd commands[] = {
      "write a file as a PyTorch snapshot, Perfetto, speedscope, folded, CSV"},
     {"import", cli_cmd_import, "convert a PyTorch memory snapshot (pickle or JSON) to .memtrace"},
     {"merge", cli_cmd_merge, "merge files of several ranks or processes into one"},
+    {"html", cli_cmd_html, "one self-contained HTML page with the web viewer and the files"},
+    {"view", cli_cmd_view, "serve the web viewer and the files on 127.0.0.1 until Ctrl-C"},
     {"run", cli_cmd_run, "run a command under the preload library, recording device memory"},
 };
 

@@ -8,9 +8,11 @@
     const $ = (id) => document.getElementById(id);
     const Timeline = globalThis.MemtraceTimeline;
     const Format = globalThis.MemtraceFormat;
+    const Compare = globalThis.MemtraceCompare;
 
     const S = {
         model: null, info: null, tl: null, segTl: null,
+        files: [], cur: 0, /* every file opened together ({model, info}); the one shown */
         view: { t0: 0, t1: 1, device: null },
         tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null,
         renderMs: 0, loadStart: 0, loadMs: 0, firstDrawMs: 0,
@@ -93,10 +95,8 @@
         $('progress-text').textContent = `${phase} ${(100 * f).toFixed(0)}%`;
     }
 
-    async function loadBytes(name, buffer) {
-        S.loadStart = performance.now();
-        setState('loading');
-        showMessage('');
+    /* Decodes one file in the worker: {model, info}, or {error}. */
+    async function decode(name, buffer) {
         $('file-name').textContent = name;
         progress(0, buffer.byteLength, 'reading');
         const id = ++jobId;
@@ -114,38 +114,96 @@
             w.postMessage({ id, name, bytes: buffer }, [buffer]);
         });
         $('progress').hidden = true;
-        if (result.type === 'error') {
+        if (result.type === 'error')
+            return { error: `${name}: ${result.message}` };
+        return { model: result.model, info: result.info };
+    }
+
+    /* Opens files together (sources: {name, read: async () => ArrayBuffer}): the
+     * first is shown, and with two or more the compare view is offered. */
+    async function loadSet(sources) {
+        S.loadStart = performance.now();
+        setState('loading');
+        showMessage('');
+        const files = [], errors = [];
+        for (const src of sources) {
+            let r;
+            try {
+                r = await decode(src.name, await src.read());
+            } catch (e) {
+                r = { error: `${src.name}: ${e.message}` };
+            }
+            if (r.error)
+                errors.push(r.error);
+            else
+                files.push(r);
+        }
+        if (!files.length) {
             setState('error');
-            showMessage(`${name}: ${result.message}`, 'error');
+            showMessage(errors.join('. '), 'error');
             return;
         }
         S.loadMs = performance.now() - S.loadStart;
-        open(result.model, result.info);
+        S.files = files;
+        S.cur = 0;
+        if (files.length > 1 && !new URLSearchParams(location.hash.slice(1)).has('view'))
+            S.tab = 'compare';
+        fillFileChoices();
+        open(files[0].model, files[0].info);
+        if (errors.length)
+            showMessage(errors.join('. '), 'error');
     }
 
-    async function loadFile(file) {
-        loadBytes(file.name, await file.arrayBuffer());
+    function loadFiles(list) {
+        return loadSet(Array.from(list, (f) => ({ name: f.name, read: () => f.arrayBuffer() })));
     }
 
-    async function loadUrl(url) {
-        try {
-            setState('loading');
-            const r = await fetch(url);
-            if (!r.ok)
-                throw new Error(`HTTP ${r.status}`);
-            const name = decodeURIComponent(url.split('/').pop() || url);
-            await loadBytes(name, await r.arrayBuffer());
-        } catch (e) {
-            setState('error');
-            showMessage(`cannot fetch ${url}: ${e.message}` +
-                (location.protocol === 'file:' ? ' (pages opened from file:// may not fetch; open the file with the picker)' : ''), 'error');
+    function loadUrls(urls) {
+        return loadSet(urls.map((url) => ({
+            name: decodeURIComponent(url.split('/').pop() || url),
+            read: async () => {
+                let r;
+                try {
+                    r = await fetch(url);
+                } catch (e) {
+                    throw new Error(`cannot fetch ${url}: ${e.message}` +
+                        (location.protocol === 'file:' ? ' (pages opened from file:// may not fetch; open the file with the picker)' : ''));
+                }
+                if (!r.ok)
+                    throw new Error(`cannot fetch ${url}: HTTP ${r.status}`);
+                return r.arrayBuffer();
+            },
+        })));
+    }
+
+    function fillFileChoices() {
+        const several = S.files.length > 1;
+        for (const id of ['file-select', 'compare-a', 'compare-b']) {
+            const sel = $(id);
+            sel.textContent = '';
+            S.files.forEach((f, i) => {
+                const o = el('option', f.info.name);
+                o.value = String(i);
+                sel.appendChild(o);
+            });
         }
+        $('file-select').hidden = !several;
+        $('file-select').value = '0';
+        $('compare-a').value = '0';
+        $('compare-b').value = several ? '1' : '0';
+        document.querySelector('#tabs button[data-view="compare"]').hidden = !several;
+        if (!several && S.tab === 'compare')
+            S.tab = 'timeline';
     }
 
     /* ---------- opening a model ---------- */
-    function open(model, info) {
+    /* Shows a model; the view in the URL's hash applies to the first file of a set,
+     * not to one chosen later in the file selector. */
+    function open(model, info, fromHash = true) {
         S.model = model;
         S.info = info;
+        mini = null;
+        $('file-name').textContent = info.name;
         S.tl = new Timeline.Timeline(model);
         S.segTl = new Timeline.Timeline({ blocks: model.segs, blockOps: model.segOps, t_min: model.t_min,
             t_max: model.t_max });
@@ -160,7 +218,12 @@
             dev.appendChild(o);
         }
         S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0] };
-        readHash();
+        if (fromHash) {
+            readHash();
+        } else {
+            S.tl.setColorBy($('color-by').value);
+            setSearch(S.search);
+        }
         dev.value = String(S.view.device);
         $('drop').hidden = true;
         const msgs = [];
@@ -191,7 +254,8 @@
             $('color-by').value = h.get('color');
             S.tl.setColorBy(h.get('color'));
         }
-        if (['timeline', 'reserved', 'attime', 'peak', 'info'].includes(h.get('view')))
+        if (['timeline', 'reserved', 'attime', 'peak', 'info'].includes(h.get('view')) ||
+            (h.get('view') === 'compare' && S.files.length > 1))
             S.tab = h.get('view');
         if (h.has('q')) {
             $('search').value = h.get('q');
@@ -237,6 +301,8 @@
             drawAtTime();
         else if (S.tab === 'peak')
             fillPeak();
+        else if (S.tab === 'compare')
+            drawCompare();
     }
     let frameRequested = false;
     function redraw() {
@@ -358,15 +424,20 @@
     }
 
     /* ---------- the active memory timeline ---------- */
-    let lastFrame = null;
+    let lastFrame = null, frameImage = null;
     function drawTimeline() {
         const started = performance.now();
         const c = $('timeline');
         const ctx = sizeCanvas(c, Math.max(300, Math.min(640, window.innerHeight - 260)));
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
         ctx.clearRect(0, 0, c.width, c.height);
-        const img = ctx.createImageData(W, H);
-        const px = new Uint32Array(img.data.buffer);
+        /* One image for every frame of a size: a fresh one (megabytes) per frame
+         * left the garbage collector pauses that made the slowest frames. */
+        if (!frameImage || frameImage.img.width !== W || frameImage.img.height !== H) {
+            const img = ctx.createImageData(W, H);
+            frameImage = { img, px: new Uint32Array(img.data.buffer) };
+        }
+        const img = frameImage.img, px = frameImage.px;
         S.tl.match = S.match;
         const r = S.tl.render(S.view, W, H, px, 0xffffffff);
         ctx.putImageData(img, MARGIN.left, MARGIN.top);
@@ -669,6 +740,97 @@
         c.dataset.blocks = String(blockIds.length - outside);
     }
 
+    /* ---------- compare: several files on one axis, and by stack ---------- */
+    const FILE_COLOURS = ['#3d6fb6', '#c0392b', '#2e8b57', '#8e44ad', '#d68910', '#17a2b8', '#7f8c8d', '#6d4c41'];
+    function drawCompare() {
+        const files = S.files, c = $('compare');
+        const ctx = sizeCanvas(c, 320);
+        const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
+        ctx.clearRect(0, 0, c.width, c.height);
+        const clock = $('compare-align').value === 'clock';
+        const first = Math.min(...files.map((f) => f.model.t_min));
+        const offsets = files.map((f) => (clock ? f.model.t_min - first : 0));
+        let span = 1, top = 0;
+        files.forEach((f, i) => {
+            if (!f.series)
+                f.series = Compare.levelSeries(f.model);
+            span = Math.max(span, offsets[i] + f.series.end);
+            top = Math.max(top, f.model.figures.allocated.peak_bytes);
+        });
+        axes(ctx, W, H, top, { t0: 0, t1: span });
+        const legend = $('compare-legend');
+        legend.textContent = '';
+        files.forEach((f, i) => {
+            const col = Compare.columnMax(f.series, offsets[i], span, W), colour = FILE_COLOURS[i % FILE_COLOURS.length];
+            ctx.strokeStyle = colour;
+            ctx.lineWidth = 1.5;
+            ctx.beginPath();
+            let pen = false;
+            for (let x = 0; x < W; x++) {
+                if (col[x] !== col[x]) {
+                    pen = false;
+                    continue;
+                }
+                const y = MARGIN.top + H - (top > 0 ? (col[x] / top) * (H - 1) : 0);
+                if (pen)
+                    ctx.lineTo(MARGIN.left + x, y);
+                else
+                    ctx.moveTo(MARGIN.left + x, y);
+                ctx.lineTo(MARGIN.left + x + 1, y);
+                pen = true;
+            }
+            ctx.stroke();
+            const item = el('span', null, 'legend-item');
+            const sw = el('span', null, 'swatch');
+            sw.style.background = colour;
+            item.appendChild(sw);
+            item.appendChild(el('span', `${f.info.name}: peak ${fmtBytes(f.model.figures.allocated.peak_bytes)}`));
+            legend.appendChild(item);
+        });
+        ctx.lineWidth = 1;
+        c.dataset.peaks = JSON.stringify(files.map((f) => f.model.figures.allocated.peak_bytes));
+        c.dataset.span = String(span);
+        fillStackDiff();
+    }
+
+    function fillStackDiff() {
+        const a = S.files[Number($('compare-a').value)] || S.files[0];
+        const b = S.files[Number($('compare-b').value)] || S.files[0];
+        const rows = Compare.stackDiff(a, b), tbody = $('compare-table').tBodies[0];
+        tbody.textContent = '';
+        let up = 0, down = 0, upBytes = 0, downBytes = 0;
+        for (const r of rows) {
+            if (r.delta > 0) {
+                up++;
+                upBytes += r.delta;
+            } else {
+                down++;
+                downBytes -= r.delta;
+            }
+        }
+        const fa = a.model.figures.allocated, fb = b.model.figures.allocated;
+        $('compare-summary').textContent = a === b ? 'Choose two different files.' :
+            `Peak ${fmtBytes(fa.peak_bytes)} in ${a.info.name}, ${fmtBytes(fb.peak_bytes)} in ${b.info.name} ` +
+            `(${fb.peak_bytes >= fa.peak_bytes ? '+' : '-'}${fmtBytes(Math.abs(fb.peak_bytes - fa.peak_bytes))}). ` +
+            `${rows.length} stacks differ: ${up} grew or are new (+${fmtBytes(upBytes)}), ` +
+            `${down} shrank or are gone (-${fmtBytes(downBytes)}).`;
+        for (const r of rows.slice(0, 500)) {
+            const tr = el('tr', null, r.change);
+            tr.dataset.delta = String(r.delta);
+            tr.appendChild(el('td', r.change));
+            tr.appendChild(el('td', `${fmtBytes(r.a[0])} in ${r.a[1]}`, 'num'));
+            tr.appendChild(el('td', `${fmtBytes(r.b[0])} in ${r.b[1]}`, 'num'));
+            tr.appendChild(el('td', `${r.delta > 0 ? '+' : '-'}${fmtBytes(Math.abs(r.delta))}`, 'num delta'));
+            const td = el('td');
+            if (!r.frames.length)
+                td.appendChild(el('span', '(no stack)'));
+            for (const fr of r.frames.slice(0, 12))
+                td.appendChild(el('div', frameText(fr), 'frame'));
+            tr.appendChild(td);
+            tbody.appendChild(tr);
+        }
+    }
+
     /* ---------- peak table ---------- */
     function fillPeak() {
         const f = S.model.figures.allocated, c = S.model.blocks, tbody = $('peak-table').tBodies[0];
@@ -677,17 +839,11 @@
             $('peak-summary').textContent = 'Nothing was allocated.';
             return;
         }
-        const pe = f.peak_event, groups = new Map();
+        const pe = f.peak_event;
+        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, pe)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
         let count = 0;
-        for (let id = 0; id < c.n; id++) {
-            if (c.ev0[id] > pe || (c.ended[id] !== 0 && c.ev1[id] <= pe))
-                continue;
-            count++;
-            const g = groups.get(c.stack[id]) || { bytes: 0, count: 0 };
-            g.bytes += c.size[id];
-            g.count++;
-            groups.set(c.stack[id], g);
-        }
+        for (const g of groups.values())
+            count += g.count;
         $('peak-summary').textContent = `Peak of allocated memory: ${fmtBytes(f.peak_bytes)} (${f.peak_bytes} bytes) at +${fmtTime(f.peak_offset_ns)}, event ${pe}, in ${count} blocks from ${groups.size} stacks.`;
         const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
         for (const [stack, g] of sorted) {
@@ -774,8 +930,17 @@
     function bind() {
         $('file-input').addEventListener('change', (e) => {
             if (e.target.files.length)
-                loadFile(e.target.files[0]);
+                loadFiles(e.target.files);
         });
+        $('file-select').addEventListener('change', (e) => {
+            const f = S.files[Number(e.target.value)];
+            if (!f)
+                return;
+            S.cur = Number(e.target.value);
+            open(f.model, f.info, false);
+        });
+        for (const id of ['compare-align', 'compare-a', 'compare-b'])
+            $(id).addEventListener('change', () => S.tab === 'compare' && redraw());
         document.addEventListener('dragover', (e) => {
             e.preventDefault();
             document.body.classList.add('dragging');
@@ -785,7 +950,7 @@
             e.preventDefault();
             document.body.classList.remove('dragging');
             if (e.dataTransfer.files.length)
-                loadFile(e.dataTransfer.files[0]);
+                loadFiles(e.dataTransfer.files);
         });
         for (const b of document.querySelectorAll('#tabs button'))
             b.addEventListener('click', () => S.model && showTab(b.dataset.view));
@@ -940,8 +1105,31 @@
         },
     };
 
+    /* A page written by `memtrace html` carries its files as base64 in script
+     * elements that never run; decoded in slices to bound atob's strings. */
+    function decodeBase64(text) {
+        const n = text.length;
+        const len = (n / 4) * 3 - (text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0);
+        const out = new Uint8Array(Math.max(0, len));
+        const STEP = 1 << 20;
+        let o = 0;
+        for (let i = 0; i < n; i += STEP) {
+            const s = atob(text.slice(i, i + STEP));
+            for (let j = 0; j < s.length; j++)
+                out[o++] = s.charCodeAt(j);
+        }
+        return out.buffer;
+    }
+    function embeddedFiles() {
+        return Array.from(document.querySelectorAll('script[type="application/x-memtrace-base64"]'),
+            (s) => ({ name: s.dataset.name || 'embedded', read: () => decodeBase64(s.textContent.trim()) }));
+    }
+
     bind();
     const q = new URLSearchParams(location.search);
-    if (q.has('file'))
-        loadUrl(q.get('file'));
+    const embedded = embeddedFiles();
+    if (embedded.length)
+        loadSet(embedded.map((f) => ({ name: f.name, read: async () => f.read() })));
+    else if (q.has('file'))
+        loadUrls(q.getAll('file'));
 })();

@@ -99,7 +99,11 @@ function memtraceReplayFactory() {
             this.allocated = level();
             this.reserved = level();
             this.allocs = tally(); this.frees = tally(); this.unmatched_frees = tally();
-            this.replaced_allocs = tally();
+            this.replaced_allocs = tally(); this.free_requests = tally();
+            /* Temporaries (rule 6): the index of the latest alloc event, and per stack
+             * [bytes, count] of blocks freed while theirs was still the latest. */
+            this.lastAlloc = -1;
+            this.temporaries = new Map();
             this.seg_allocs = tally(); this.seg_frees = tally(); this.unmatched_seg_frees = tally();
             this.replaced_segs = tally();
             this.events = 0;
@@ -133,8 +137,11 @@ function memtraceReplayFactory() {
                 this.allocs.bytes += e.size;
                 this.add(this.blocks, this.liveBlocks, this.blockOps, this.allocated,
                     this.replaced_allocs, e, i);
+                this.lastAlloc = i;
                 break;
             case FREE_REQUESTED: {
+                this.free_requests.count++;
+                this.free_requests.bytes += e.size;
                 const id = this.liveBlocks.get(e.addr);
                 if (id !== undefined && !(this.blocks.c.treq[id] > 0))
                     this.blocks.c.treq[id] = t;
@@ -151,6 +158,12 @@ function memtraceReplayFactory() {
                 this.frees.count++;
                 this.frees.bytes += sz;
                 this.allocated.cur -= sz;
+                if (this.blocks.c.ev0[id] === this.lastAlloc) {
+                    const st = this.blocks.c.stack[id], tmp = this.temporaries.get(st) || [0, 0];
+                    tmp[0] += sz;
+                    tmp[1]++;
+                    this.temporaries.set(st, tmp);
+                }
                 this.liveBlocks.delete(e.addr);
                 this.close(this.blocks, this.blockOps, id, t, i, 1);
                 break;
@@ -339,11 +352,42 @@ function memtraceReplayFactory() {
                 t_max: this.events ? this.t_max : 0,
                 wide: this.wide,
                 actionCounts: this.actionCounts,
+                freeRequests: { ...this.free_requests },
+                temporaries: [...this.temporaries],
             };
         }
     }
 
     /* The ArrayBuffers of a model, for postMessage's transfer list. */
+    /* Per stack [bytes, count] of the model's blocks live just after event ev (the
+     * peak's, for the stacks at the peak: rule 12), as a Map; empty for ev null. */
+    function stacksAt(blocks, ev) {
+        const out = new Map();
+        if (ev === null || ev === undefined)
+            return out;
+        for (let id = 0; id < blocks.n; id++) {
+            if (blocks.ev0[id] > ev || (blocks.ended[id] !== 0 && blocks.ev1[id] <= ev))
+                continue;
+            const g = out.get(blocks.stack[id]) || [0, 0];
+            g[0] += blocks.size[id];
+            g[1]++;
+            out.set(blocks.stack[id], g);
+        }
+        return out;
+    }
+
+    /* Per stack [bytes, count] of every block allocated, as a Map. */
+    function stacksAllocated(blocks) {
+        const out = new Map();
+        for (let id = 0; id < blocks.n; id++) {
+            const g = out.get(blocks.stack[id]) || [0, 0];
+            g[0] += blocks.size[id];
+            g[1]++;
+            out.set(blocks.stack[id], g);
+        }
+        return out;
+    }
+
     function transferables(m) {
         const out = [m.blockOps.buffer, m.segOps.buffer];
         for (const cols of [m.blocks, m.segs, m.counters])
@@ -353,7 +397,7 @@ function memtraceReplayFactory() {
         return out;
     }
 
-    return { Replay, transferables };
+    return { Replay, transferables, stacksAt, stacksAllocated };
 }
 
 (function (api) {

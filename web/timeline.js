@@ -57,7 +57,8 @@ function memtraceTimelineFactory() {
             this.arr[p] = -1;
             this.pos[id] = -1;
             this.dead++;
-            if (this.dead > 1024 && this.dead * 2 > this.len)
+            /* Every sweep walks the whole array, tombstones too: keep them few. */
+            if (this.dead > 64 && this.dead * 2 > this.len)
                 this.compact();
         }
         compact() {
