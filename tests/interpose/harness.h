@@ -38,7 +38,8 @@ static char h_tmpdir[256];
 static int h_find_asan(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    if (info->dlpi_name != NULL && strstr(info->dlpi_name, "libasan.so") != NULL) {
+    if (info->dlpi_name != NULL && (strstr(info->dlpi_name, "libasan.so") != NULL ||
+                                    strstr(info->dlpi_name, "libtsan.so") != NULL)) {
         snprintf(data, 512, "%s", info->dlpi_name);
         return 1;
     }
