@@ -44,8 +44,8 @@ typedef struct {
     CUdeviceptr dptr;
 } CUDA_MEM_ALLOC_NODE_PARAMS;
 
-#define GiB   (1ULL << 30)
-#define MiB   (1ULL << 20)
+#define GiB (1ULL << 30)
+#define MiB (1ULL << 20)
 /* The arenas' bases, from the fake after cuInit: fixed, but chosen by the kernel
  * under ThreadSanitizer. */
 static unsigned long long DEV0, DEV1, HOST0, VA0, V1;

@@ -639,8 +639,8 @@ static CUresult alloc_locked(int kind, int dev, uint64_t size, CUdeviceptr *out)
         a = &fc_v1;
     else
         a = &fc_devices[dev].arena;
-    if (counts && (injected_failure_locked() ||
-                   size > fc_devices[dev].capacity - fc_devices[dev].used))
+    if (counts &&
+        (injected_failure_locked() || size > fc_devices[dev].capacity - fc_devices[dev].used))
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t span = fake_align_up(size, FC_ALIGN);
     uint64_t addr = a->size ? fake_arena_alloc(a, span, FC_ALIGN) : 0;

@@ -17,8 +17,8 @@ int main(void)
 #else
 #include <level_zero/ze_api.h>
 
-#define GiB     (1ULL << 30)
-#define MiB     (1ULL << 20)
+#define GiB (1ULL << 30)
+#define MiB (1ULL << 20)
 /* The arenas' bases, from the driver: fixed, but chosen by the kernel under
  * ThreadSanitizer. */
 static unsigned long long DEV0, DEV1, HOST0, SHARED0, VA0;
