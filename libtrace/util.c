@@ -126,21 +126,21 @@ static void slot_publish(uint64_t seg, uint64_t tsc0, uint64_t ns0, uint64_t mul
 {
     struct tsc_slot *s = &C.slot[seg % TSC_SLOTS];
     atomic_store_explicit(&s->seg, TSC_UNSET, RELAXED);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&s->tsc0, tsc0, RELAXED);
-    atomic_store_explicit(&s->ns0, ns0, RELAXED);
-    atomic_store_explicit(&s->mult, mult, RELAXED);
+    mt_seq_fence_rel();
+    atomic_store_explicit(&s->tsc0, tsc0, MT_SEQ_STORE);
+    atomic_store_explicit(&s->ns0, ns0, MT_SEQ_STORE);
+    atomic_store_explicit(&s->mult, mult, MT_SEQ_STORE);
     atomic_store_explicit(&s->seg, seg, memory_order_release);
     atomic_store_explicit(&C.latest, seg, memory_order_release);
     /* The newest segment is also mt_now_ns's inline map. */
     struct mt_clock_fast *f = &mt_clock_fast;
     uint64_t seq = atomic_load_explicit(&f->seq, RELAXED) | 1;
     atomic_store_explicit(&f->seq, seq, RELAXED);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&f->tsc0, tsc0, RELAXED);
-    atomic_store_explicit(&f->len, 1ULL << C.shift, RELAXED);
-    atomic_store_explicit(&f->ns0, ns0, RELAXED);
-    atomic_store_explicit(&f->mult, mult, RELAXED);
+    mt_seq_fence_rel();
+    atomic_store_explicit(&f->tsc0, tsc0, MT_SEQ_STORE);
+    atomic_store_explicit(&f->len, 1ULL << C.shift, MT_SEQ_STORE);
+    atomic_store_explicit(&f->ns0, ns0, MT_SEQ_STORE);
+    atomic_store_explicit(&f->mult, mult, MT_SEQ_STORE);
     atomic_store_explicit(&f->seq, seq + 1, memory_order_release);
 }
 
@@ -189,10 +189,10 @@ static inline uint64_t tsc_now_ns(void)
         uint64_t seg = t > C.base_tsc ? (t - C.base_tsc) >> C.shift : 0;
         struct tsc_slot *s = &C.slot[seg % TSC_SLOTS];
         if (MT_LIKELY(atomic_load_explicit(&s->seg, memory_order_acquire) == seg)) {
-            uint64_t tsc0 = atomic_load_explicit(&s->tsc0, RELAXED);
-            uint64_t ns0 = atomic_load_explicit(&s->ns0, RELAXED);
-            uint64_t mult = atomic_load_explicit(&s->mult, RELAXED);
-            atomic_thread_fence(memory_order_acquire);
+            uint64_t tsc0 = atomic_load_explicit(&s->tsc0, MT_SEQ_LOAD);
+            uint64_t ns0 = atomic_load_explicit(&s->ns0, MT_SEQ_LOAD);
+            uint64_t mult = atomic_load_explicit(&s->mult, MT_SEQ_LOAD);
+            mt_seq_fence_acq();
             if (MT_LIKELY(atomic_load_explicit(&s->seg, RELAXED) == seg))
                 return ns0 + (uint64_t)(((unsigned __int128)(t - tsc0) * mult) >> 32);
             continue;
