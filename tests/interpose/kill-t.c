@@ -48,6 +48,17 @@ static long long read_start(int fd)
     return n > 2 && buf[0] == 'S' ? atoll(buf + 2) : -1;
 }
 
+/* Microseconds during which some task of the machine waited for a CPU (the kernel's
+ * pressure stall information), 0 where the kernel does not keep it. */
+static long long cpu_stall_us(void)
+{
+    char *s = h_slurp_file("/proc/pressure/cpu");
+    const char *t = strstr(s, "total=");
+    long long us = t != NULL ? atoll(t + 6) : 0;
+    free(s);
+    return us;
+}
+
 #define FLUSH_MS 100
 #define RUNS     30
 /* Under ThreadSanitizer the writer's first flush, which symbolizes every frame seen
@@ -63,8 +74,10 @@ static long long read_start(int fd)
  * unwritten event, and the write takes a few ms, so on an idle machine the age
  * stays under about 55 ms; the margin, half an interval, is for a writer thread
  * the scheduler wakes late on a loaded machine (up to about 60 ms more was seen
- * with a parallel build running). Thirty runs, so that a late flush anywhere in the
- * first second shows. */
+ * with a parallel build running). On a machine busier than that (thirty runs met
+ * a 280 ms delay at a load of 7 on 2 cores) the time during which some task waited
+ * for a CPU is allowed on top: an idle machine still gets the strict bound.
+ * Thirty runs, so that a late flush anywhere in the first second shows. */
 static void crash_loss(void)
 {
     char path[400], err[400];
@@ -78,7 +91,7 @@ static void crash_loss(void)
     unsigned seed = (unsigned)getpid();
     diag("crash loss: seed %u", seed);
     srand(seed);
-    long long worst = 0;
+    long long worst = 0, worst_stall = 0;
     int late = 0, unreadable = 0;
     for (int run = 0; run < RUNS; run++) {
         /* half the kills in the first 400 ms, where the first flush matters */
@@ -87,8 +100,10 @@ static void crash_loss(void)
         int fd;
         pid_t pid = h_spawn(argv, 1, &fd, err);
         long long start = read_start(fd);
+        long long stall = cpu_stall_us();
         usleep((useconds_t)after_ms * 1000);
         long long killed = mono_ns();
+        stall = (cpu_stall_us() - stall) / 1000;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         close(fd);
@@ -100,20 +115,27 @@ static void crash_loss(void)
             if ((long long)f.ev[i].time_ns > newest)
                 newest = (long long)f.ev[i].time_ns;
         long long age_ms = (killed - newest) / 1000000;
-        if (start < 0 || age_ms > FLUSH_MS + MARGIN_MS) {
-            diag("run %d: killed %d ms after the first event, %zu events read, newest %lld ms old",
-                 run, after_ms, f.n, age_ms);
+        if (start < 0 || age_ms > FLUSH_MS + MARGIN_MS + stall) {
+            diag("run %d: killed %d ms after the first event, %zu events read, newest %lld ms "
+                 "old, the machine short of CPU for %lld ms",
+                 run, after_ms, f.n, age_ms, stall);
             late++;
         }
         if (age_ms > worst)
             worst = age_ms;
+        if (stall > worst_stall)
+            worst_stall = stall;
         h_close(&f);
         unlink(path);
     }
-    diag("crash loss: the newest recovered event was at most %lld ms old (%d runs)", worst, RUNS);
+    diag("crash loss: the newest recovered event was at most %lld ms old (%d runs); "
+         "the machine was short of CPU for up to %lld ms in a run",
+         worst, RUNS, worst_stall);
     is_int(0, unreadable, "%d kills: every file reads, up to where it was cut", RUNS);
-    is_int(0, late, "%d kills: every file holds events up to %d ms + %d ms before the kill", RUNS,
-           FLUSH_MS, MARGIN_MS);
+    is_int(0, late,
+           "%d kills: every file holds events up to %d ms + %d ms before the kill, plus the time "
+           "the machine was short of CPU",
+           RUNS, FLUSH_MS, MARGIN_MS);
     unsetenv("MEMTRACE_OUTPUT");
     unsetenv("MEMTRACE_FLUSH_MS");
 }
