@@ -226,6 +226,25 @@ static int device_now(void)
     return mt_cu_current_device();
 }
 
+static uint64_t free_bytes_now(void)
+{
+    PFN_cuMemGetInfo_v2 info = (PFN_cuMemGetInfo_v2)real(S_cuMemGetInfo_v2);
+    size_t f = 0, t = 0;
+    return info != NULL && info(&f, &t) == CUDA_SUCCESS ? f : 0;
+}
+
+/* After a device allocation: its segment or, when the driver had no room, an oom
+ * event with the bytes asked for and the device's free bytes then (aux), as the
+ * caching allocator records its own. The program gets the driver's result as is. */
+static void record_result(CUresult r, const char *src, uint32_t *id, uint64_t stream,
+                          const CUdeviceptr *dptr, uint64_t size)
+{
+    if (r == CUDA_SUCCESS)
+        record_alloc(src, id, device_now(), stream, *dptr, size);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        mt_ip_record(MEMTRACE_OOM, device_now(), stream, 0, size, free_bytes_now(), src, id);
+}
+
 /* MEMTRACE_CACHING=1: the caching allocator's block (recorded by the allocator), or
  * MT_CACHING_PASS for the driver. Inside mt_ip_enter(). */
 static CUresult cache_alloc(CUdeviceptr *dptr, size_t bytesize, uint64_t stream)
@@ -256,8 +275,7 @@ static CUresult cuMemAlloc_v2_w(CUdeviceptr *dptr, size_t bytesize)
     CUresult r = cache_alloc(dptr, bytesize, 0);
     if (r == MT_CACHING_PASS) {
         r = f(dptr, bytesize);
-        if (r == CUDA_SUCCESS)
-            record_alloc(src, &src_id, device_now(), 0, *dptr, bytesize);
+        record_result(r, src, &src_id, 0, dptr, bytesize);
     }
     mt_ip_leave();
     return r;
@@ -273,8 +291,8 @@ static CUresult cuMemAllocPitch_v2_w(CUdeviceptr *dptr, size_t *pitch, size_t wi
     if (!mt_ip_enter())
         return f(dptr, pitch, width, height, elem);
     CUresult r = f(dptr, pitch, width, height, elem);
-    if (r == CUDA_SUCCESS)
-        record_alloc(src, &src_id, device_now(), 0, *dptr, (uint64_t)*pitch * height);
+    record_result(r, src, &src_id, 0, dptr,
+                  r == CUDA_SUCCESS ? (uint64_t)*pitch * height : (uint64_t)width * height);
     mt_ip_leave();
     return r;
 }
@@ -288,8 +306,7 @@ static CUresult cuMemAllocManaged_w(CUdeviceptr *dptr, size_t bytesize, unsigned
     if (!mt_ip_enter())
         return f(dptr, bytesize, flags);
     CUresult r = f(dptr, bytesize, flags);
-    if (r == CUDA_SUCCESS)
-        record_alloc(src, &src_id, device_now(), 0, *dptr, bytesize);
+    record_result(r, src, &src_id, 0, dptr, bytesize);
     mt_ip_leave();
     return r;
 }
@@ -387,8 +404,7 @@ HOST_FREE(cuMemHostUnregister)
         CUresult r = cache_alloc(dptr, bytesize, stream_of(s));                                    \
         if (r == MT_CACHING_PASS) {                                                                \
             r = f(dptr, bytesize, s);                                                              \
-            if (r == CUDA_SUCCESS)                                                                 \
-                record_alloc(src, &src_id, device_now(), stream_of(s), *dptr, bytesize);           \
+            record_result(r, src, &src_id, stream_of(s), dptr, bytesize);                          \
         }                                                                                          \
         mt_ip_leave();                                                                             \
         return r;                                                                                  \
@@ -404,8 +420,7 @@ HOST_FREE(cuMemHostUnregister)
         if (!mt_ip_enter())                                                                        \
             return f(dptr, bytesize, pool, s);                                                     \
         CUresult r = f(dptr, bytesize, pool, s);                                                   \
-        if (r == CUDA_SUCCESS)                                                                     \
-            record_alloc(src, &src_id, device_now(), stream_of(s), *dptr, bytesize);               \
+        record_result(r, src, &src_id, stream_of(s), dptr, bytesize);                              \
         mt_ip_leave();                                                                             \
         return r;                                                                                  \
     }

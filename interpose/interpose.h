@@ -28,9 +28,18 @@
 /* The interposed names, exported by the backends: exactly interpose/exports.txt. */
 #define MT_EXPORT __attribute__((visibility("default")))
 /* For a backend's dlsym hook: a sanitizer runtime resolves its interceptors through
- * the exported dlsym before its shadow memory exists, so the hook must not be
- * instrumented (what it calls for its own family's names runs later). */
-#define MT_IP_EARLY __attribute__((no_sanitize_address))
+ * the exported dlsym before its shadow memory exists (ThreadSanitizer: before its
+ * thread state, so even the function-entry hook crashes), so the hook must not be
+ * instrumented at all (what it calls for its own family's names runs later). Clang
+ * keeps ThreadSanitizer's entry and exit hooks under no_sanitize("thread"). */
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(disable_sanitizer_instrumentation)
+#define MT_IP_EARLY __attribute__((disable_sanitizer_instrumentation))
+#endif
+#endif
+#ifndef MT_IP_EARLY
+#define MT_IP_EARLY __attribute__((no_sanitize_address, no_sanitize_thread))
+#endif
 
 /* One API family, as the core sees it. Every member but name may be NULL. */
 struct mt_ip_backend {

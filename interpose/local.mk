@@ -125,3 +125,10 @@ tests_interpose_library_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
 tests_interpose_library_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_tests_interpose_library_t_DEPENDENCIES = $(IP_TEST_DEPS) tests/interpose/library_prog \
 	$(FAKE_CUDA_LIB)
+
+# A driver that refuses allocations (FAKE_CUDA_FAIL_AT, and for want of room).
+check_PROGRAMS += tests/interpose/oom-t
+TESTS += tests/interpose/oom-t
+tests_interpose_oom_t_CPPFLAGS = $(IP_TEST_CPPFLAGS)
+tests_interpose_oom_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+EXTRA_tests_interpose_oom_t_DEPENDENCIES = $(IP_TEST_DEPS)

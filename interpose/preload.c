@@ -8,8 +8,12 @@
  * none of that: it starts its own file on its own first device call.
  *
  * The dlsym hook can run before anything else in the process is initialised (a
- * sanitizer runtime resolves its interceptors through it), so it and what it calls
- * are not instrumented and use no libc beyond the dynamic linker's own calls. */
+ * sanitizer runtime resolves its interceptors through it, ThreadSanitizer before
+ * its thread state exists), so it and what it calls are not instrumented at all
+ * (MT_IP_EARLY) and use no libc beyond the dynamic linker's own calls. A sanitizer
+ * runtime must come before this library in LD_PRELOAD, as `memtrace run` keeps it:
+ * RTLD_NEXT from a runtime loaded after it would have to be searched with dlopen,
+ * which runs constructors that the runtime is not ready for. */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -26,14 +30,12 @@
 #include "segtab.h"
 #include "mtx/util.h"
 
-#define NO_ASAN __attribute__((no_sanitize_address))
-
 /* ---- the real dlsym and the exported hook ------------------------------------ */
 
 typedef void *(*dlsym_fn)(void *, const char *);
 static _Atomic(dlsym_fn) real_dlsym_p;
 
-NO_ASAN static dlsym_fn real_dlsym(void)
+MT_IP_EARLY static dlsym_fn real_dlsym(void)
 {
     dlsym_fn f = atomic_load_explicit(&real_dlsym_p, memory_order_acquire);
     if (MTX_UNLIKELY(f == NULL)) {
@@ -45,13 +47,13 @@ NO_ASAN static dlsym_fn real_dlsym(void)
     return f;
 }
 
-NO_ASAN void *mt_real_dlsym(void *handle, const char *name)
+MT_IP_EARLY void *mt_real_dlsym(void *handle, const char *name)
 {
     dlsym_fn f = real_dlsym();
     return f != NULL ? f(handle, name) : NULL;
 }
 
-NO_ASAN static struct link_map *map_of(const void *addr)
+MT_IP_EARLY static struct link_map *map_of(const void *addr)
 {
     Dl_info info;
     struct link_map *lm = NULL;
@@ -64,7 +66,7 @@ NO_ASAN static struct link_map *map_of(const void *addr)
  * caller. For callers loaded before this library (the program, a sanitizer runtime
  * preloaded first) that is the same search; for callers loaded after it, search the
  * objects after the caller one by one. */
-NO_ASAN static void *lookup_next(const void *caller, const char *name)
+MT_IP_EARLY static void *lookup_next(const void *caller, const char *name)
 {
     struct link_map *self = map_of((const void *)lookup_next);
     struct link_map *from = map_of(caller);
@@ -92,7 +94,7 @@ NO_ASAN static void *lookup_next(const void *caller, const char *name)
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 static uintptr_t lib_lo = 1, lib_hi;
 
-NO_ASAN static int find_text(struct dl_phdr_info *info, size_t size, void *data)
+MT_IP_EARLY static int find_text(struct dl_phdr_info *info, size_t size, void *data)
 {
     uintptr_t *r = data, lo = UINTPTR_MAX, hi = 0;
     int hit = 0;
@@ -115,7 +117,7 @@ NO_ASAN static int find_text(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-NO_ASAN static void find_library(void)
+MT_IP_EARLY static void find_library(void)
 {
     /* The preload links libmemtrace.so, so this address lies in its text. */
     uintptr_t r[3] = {(uintptr_t)&memtrace_record_history, 1, 0};
@@ -124,13 +126,13 @@ NO_ASAN static void find_library(void)
     lib_hi = r[2];
 }
 
-NO_ASAN int mt_ip_from_library(const void *caller)
+MT_IP_EARLY int mt_ip_from_library(const void *caller)
 {
     pthread_once(&lib_once, find_library);
     return (uintptr_t)caller >= lib_lo && (uintptr_t)caller < lib_hi;
 }
 
-MT_EXPORT NO_ASAN void *dlsym(void *handle, const char *name)
+MT_EXPORT MT_IP_EARLY void *dlsym(void *handle, const char *name)
 {
     const void *caller = __builtin_return_address(0);
     void *p = handle == RTLD_NEXT ? lookup_next(caller, name) : mt_real_dlsym(handle, name);

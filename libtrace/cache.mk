@@ -21,3 +21,13 @@ check_PROGRAMS += tests/libtrace/torch-t
 TESTS += tests/libtrace/torch-t
 tests_libtrace_torch_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_tests_libtrace_torch_t_DEPENDENCIES = $(FAKE_CUDA_LIB)
+
+# Sixteen threads through the allocator and the recorder at once (streams, dumps).
+check_PROGRAMS += tests/libtrace/stress-t
+TESTS += tests/libtrace/stress-t
+tests_libtrace_stress_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
+# The host device failing chosen allocations (MEMTRACE_HOST_FAIL_AT), under the allocator.
+check_PROGRAMS += tests/libtrace/cache_oom-t
+TESTS += tests/libtrace/cache_oom-t
+tests_libtrace_cache_oom_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

@@ -144,9 +144,16 @@ struct host_resv {
     struct host_resv *next;
 };
 
+#define HOST_MAX_FAILS 32
+
 struct host_dev {
     pthread_mutex_t lock; /* memory accounting, tables, default stream creation */
     uint64_t capacity, used;
+    /* MEMTRACE_HOST_FAIL_AT, for tests only: the allocations (malloc and map calls,
+     * counted from 1) that fail with MEMTRACE_EOOM whatever the room. */
+    uint64_t fail_at[HOST_MAX_FAILS];
+    int nfail;
+    uint64_t allocs;
     struct host_alloc *buckets[HOST_BUCKETS];
     struct host_resv *resvs;
     struct mt_workq *defq;
@@ -159,11 +166,49 @@ static size_t bucket_of(uint64_t addr)
     return (size_t)(mtx_hash_u64(addr) % HOST_BUCKETS);
 }
 
+/* "N[,M...]": call numbers from 1, at most HOST_MAX_FAILS of them. */
+static int parse_fail_at(const char *s, struct host_dev *h)
+{
+    for (;;) {
+        char *end;
+        if (*s < '0' || *s > '9' || h->nfail == HOST_MAX_FAILS)
+            return -1;
+        errno = 0;
+        unsigned long long n = strtoull(s, &end, 10);
+        if (errno != 0 || n == 0)
+            return -1;
+        h->fail_at[h->nfail++] = n;
+        if (*end == '\0')
+            return 0;
+        if (*end != ',')
+            return -1;
+        s = end + 1;
+    }
+}
+
+/* With h->lock held: whether this allocation is one MEMTRACE_HOST_FAIL_AT names. */
+static int injected_failure(struct host_dev *h)
+{
+    h->allocs++;
+    for (int i = 0; i < h->nfail; i++)
+        if (h->fail_at[i] == h->allocs)
+            return 1;
+    return 0;
+}
+
 int mt_device_host_open_capacity(struct memtrace_device *d, uint64_t capacity)
 {
     struct host_dev *h = calloc(1, sizeof(*h));
     if (!h)
         return MEMTRACE_ENOMEM;
+    const char *fail = getenv("MEMTRACE_HOST_FAIL_AT");
+    if (fail && *fail && parse_fail_at(fail, h) != 0) {
+        mtx_log("MEMTRACE_HOST_FAIL_AT=\"%s\" is not a list of allocation numbers: give "
+                "numbers from 1 separated by commas, e.g. 3,7 (at most %d)",
+                fail, HOST_MAX_FAILS);
+        free(h);
+        return MEMTRACE_ECONFIG;
+    }
     pthread_mutex_init(&h->lock, NULL);
     h->capacity = capacity;
     d->impl = h;
@@ -226,7 +271,7 @@ static int host_malloc(struct memtrace_device *d, size_t size, uint64_t *addr)
 {
     struct host_dev *h = d->impl;
     pthread_mutex_lock(&h->lock);
-    if (size > h->capacity - h->used) {
+    if (injected_failure(h) || size > h->capacity - h->used) {
         pthread_mutex_unlock(&h->lock);
         return MEMTRACE_EOOM;
     }
@@ -373,7 +418,7 @@ static int host_map(struct memtrace_device *d, uint64_t addr, size_t size)
         rc = MEMTRACE_EINVAL;
         goto out;
     }
-    if (size > h->capacity - h->used) {
+    if (injected_failure(h) || size > h->capacity - h->used) {
         rc = MEMTRACE_EOOM;
         goto out;
     }

@@ -25,7 +25,7 @@ static uint32_t nframe_recs;            /* symbolized: ids 1..nframe_recs */
 static uint32_t frame_recs_cap;
 
 /* Symbolizes frames up to the current frame count; returns that count. */
-static uint32_t frames_symbolize(void)
+uint32_t mt_frames_symbolize(void)
 {
     pthread_mutex_lock(&sym_lock);
     uint32_t nf = mt_frame_count();
@@ -76,7 +76,7 @@ int mt_tables_write(struct mt_writer *w, struct mt_table_marks *marks)
 {
     int rc = 0;
     uint32_t ns = mt_stack_node_count();
-    uint32_t nf = frames_symbolize();
+    uint32_t nf = mt_frames_symbolize();
     uint32_t nstr = mt_strings_count();
     if (nstr > marks->strings) {
         size_t n = nstr - marks->strings;

@@ -129,6 +129,8 @@ struct mt_table_marks {
 /* Writes the table entries interned since *marks, in dependency order, and moves
  * the marks. 0 or MEMTRACE_E*. */
 MTX_HIDDEN int mt_tables_write(struct mt_writer *w, struct mt_table_marks *marks);
+/* Symbolizes the frames interned so far that are not yet; returns the frame count. */
+MTX_HIDDEN uint32_t mt_frames_symbolize(void);
 MTX_HIDDEN void mt_frames_lock(void);
 MTX_HIDDEN void mt_frames_unlock(void);
 MTX_HIDDEN void mt_frames_atfork_child(void);
@@ -149,6 +151,7 @@ MTX_HIDDEN void mt_stream_finish(void);
  * writer, or waits for the writer to give the other one back. Returns 0 when there
  * is room again, -1 when the stream stopped meanwhile. */
 MTX_HIDDEN int mt_stream_wait_room(void);
+MTX_HIDDEN void mt_stream_first_event(void);
 /* In a forked child: forgets the parent's stream. */
 MTX_HIDDEN void mt_stream_atfork_child(void);
 
@@ -174,7 +177,7 @@ static inline void mt_stream_append(const struct memtrace_event *ev)
     struct memtrace_event *b = mt_rec.buf[mt_rec.cur];
     uint32_t k = mt_rec.nbuf[mt_rec.cur]++;
     if (MTX_UNLIKELY(k == 0))
-        mt_rec.first_ns = mtx_now_ns(); /* the writer's deadline counts from here */
+        mt_stream_first_event();
     __builtin_prefetch((void *)((uintptr_t)&b[k] + MT_PREFETCH_AHEAD * sizeof *ev), 1, 3);
     b[k] = *ev;
 }

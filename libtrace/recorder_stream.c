@@ -11,6 +11,7 @@
 #include "recorder_impl.h"
 
 #include "memtrace.h"
+#include "stack.h"
 #include "mtx/util.h"
 #include "writer.h"
 
@@ -33,6 +34,7 @@ static pthread_t writer_thread;
 static int stream_error;
 static struct mt_table_marks stream_marks;
 static uint64_t stream_meta_gen;
+static uint32_t frames_ahead; /* frames symbolized while no flush was due */
 
 static void futex_wake_all(atomic_uint *word)
 {
@@ -126,6 +128,15 @@ static void *stream_main(void *arg)
     for (;;) {
         if (!mt_rec.writer_busy && !mt_rec.stopping) {
             unsigned ms = stream_wait_ms();
+            if (ms > 0 && mt_rec.nbuf[mt_rec.cur] > 0 && mt_frame_count() > frames_ahead) {
+                /* The first frame of a module loads its debug information (70 ms
+                 * for libc's with its debug files installed): done while the flush
+                 * is not due, it no longer delays the flush past flush_ms. */
+                mt_runlock();
+                frames_ahead = mt_frames_symbolize();
+                mt_rlock();
+                continue;
+            }
             if (ms > 0)
                 rwait(&mt_rec.work, ms);
             if (!mt_rec.writer_busy && !mt_rec.stopping && stream_wait_ms() > 0)
@@ -220,6 +231,7 @@ int mt_stream_start(const char *path)
         return rc;
     }
     stream_marks = (struct mt_table_marks){0};
+    frames_ahead = 0;
     writer = w;
     mt_rec.buf[0] = b0;
     mt_rec.buf[1] = b1;
@@ -245,6 +257,14 @@ int mt_stream_start(const char *path)
         return MEMTRACE_ENOMEM;
     }
     return 0;
+}
+
+/* Called with the lock, for the first event of an empty buffer: the writer's
+ * deadline counts from here, and the writer wakes to symbolize its frames early. */
+__attribute__((noinline)) void mt_stream_first_event(void)
+{
+    mt_rec.first_ns = mtx_now_ns();
+    rsignal(&mt_rec.work);
 }
 
 __attribute__((noinline)) int mt_stream_wait_room(void)

@@ -310,13 +310,16 @@ void mt_stack_atfork_child(void)
     mt_py_atfork_child();
 }
 
-/* Per-thread caches keep unwinding lock-free; the first caller sets the policy,
- * a racing one merely unwinds once under the default. */
+/* Per-thread caches keep unwinding lock-free. Setting the policy also runs
+ * libunwind's own lazy set-up, which it guards with a plain flag: two threads' first
+ * captures raced on it (ThreadSanitizer saw one fill libunwind's signal mask while
+ * another read it), so every thread waits for the one set-up here. */
+static pthread_once_t unwind_once = PTHREAD_ONCE_INIT;
+
 static void unwind_init(void)
 {
-    int expect = 0;
-    if (atomic_compare_exchange_strong(&unwind_ready, &expect, 1))
-        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    atomic_store_explicit(&unwind_ready, 1, memory_order_release);
 }
 
 /* Frames unw_backtrace may report before our caller's: its own and ours. */
@@ -374,6 +377,32 @@ static bool is_own(uintptr_t ip)
     return false;
 }
 
+/* unw_backtrace keeps a per-thread cache whose key destructor puts itself back
+ * until the last destructor round at thread exit, as ThreadSanitizer's own does;
+ * when it runs after TSan has finished the thread, its pthread_mutex_lock goes
+ * through TSan's interceptor into the thread's freed state and the process dies of
+ * SIGSEGV. ThreadSanitizer builds walk with unw_step instead, which has no
+ * per-thread state to destroy: the same frames, at a few times the cost. */
+static const bool walk_by_step = MEMTRACE_TSAN;
+
+static __attribute__((noinline)) int step_backtrace(void **buf, int max)
+{
+    unw_context_t uc;
+    unw_cursor_t c;
+    int n = 0;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
+        return 0;
+    while (n < max) {
+        unw_word_t ip = 0;
+        if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0)
+            break;
+        buf[n++] = (void *)(uintptr_t)ip;
+        if (unw_step(&c) <= 0)
+            break;
+    }
+    return n;
+}
+
 /* The capture of mt_stack_capture and mt_stack_capture_as: ret is the return address
  * of the public function, where the caller's frames begin. */
 static inline __attribute__((always_inline)) int capture_native(uintptr_t *ips, int max, int skip,
@@ -384,15 +413,15 @@ static inline __attribute__((always_inline)) int capture_native(uintptr_t *ips, 
         return 0;
     if (skip < 0)
         skip = 0;
-    if (MTX_UNLIKELY(atomic_load_explicit(&unwind_ready, memory_order_relaxed) == 0))
-        unwind_init();
+    if (MTX_UNLIKELY(atomic_load_explicit(&unwind_ready, memory_order_acquire) == 0))
+        pthread_once(&unwind_once, unwind_init);
     pthread_once(&own_once, own_init);
 
     int above = atomic_load_explicit(&above_seen, memory_order_relaxed);
     int want = max + skip + above;
     if (want > (int)MTX_ARRAY_SIZE(buf))
         want = (int)MTX_ARRAY_SIZE(buf);
-    int got = unw_backtrace(buf, want);
+    int got = walk_by_step ? step_backtrace(buf, want) : unw_backtrace(buf, want);
 
     /* Whether unw_backtrace lists itself varies between libunwind releases; find
      * our return address instead of trusting a fixed count. */

@@ -250,6 +250,12 @@ static int fc_ndevices;
 static struct fc_device fc_devices[FC_MAX_DEVICES];
 static struct fake_arena fc_host, fc_va, fc_v1;
 static __thread struct CUctx_st *fc_current;
+/* FAKE_CUDA_FAIL_AT: the device allocations (counted from 1, under fc_lock) that
+ * fail with CUDA_ERROR_OUT_OF_MEMORY whatever the room. */
+#define FC_MAX_FAILS 64
+static unsigned long long fc_fail_at[FC_MAX_FAILS];
+static int fc_nfail;
+static unsigned long long fc_device_allocs;
 
 static uint64_t env_bytes(const char *name, uint64_t def)
 {
@@ -283,6 +289,30 @@ static int driver_version(void)
     return s && *s ? atoi(s) : 13000;
 }
 
+static void read_fail_at(void)
+{
+    const char *s = getenv("FAKE_CUDA_FAIL_AT");
+    fc_nfail = 0;
+    fc_device_allocs = 0;
+    while (s && *s && fc_nfail < FC_MAX_FAILS) {
+        char *end;
+        unsigned long long n = strtoull(s, &end, 10);
+        if (end == s)
+            break;
+        fc_fail_at[fc_nfail++] = n;
+        s = *end == ',' ? end + 1 : end;
+    }
+}
+
+static int injected_failure_locked(void)
+{
+    fc_device_allocs++;
+    for (int i = 0; i < fc_nfail; i++)
+        if (fc_fail_at[i] == fc_device_allocs)
+            return 1;
+    return 0;
+}
+
 static CUresult setup_locked(void)
 {
     uint64_t capacity = env_bytes("FAKE_CUDA_MEMORY", 16ULL << 30);
@@ -310,7 +340,25 @@ static CUresult setup_locked(void)
         fc_v1.size = 0;
     }
     fc_ndevices = n;
+    read_fail_at();
     return CUDA_SUCCESS;
+}
+
+/* Where an arena starts: "device0".."device7", "host", "va" or "v1"; 0 before cuInit
+ * or for another name. Fixed, except under ThreadSanitizer (fake_mem.c). */
+EXPORT unsigned long long fake_cuda_base(const char *arena);
+EXPORT unsigned long long fake_cuda_base(const char *arena)
+{
+    if (strncmp(arena, "device", 6) == 0 && arena[6] >= '0' && arena[6] < '0' + FC_MAX_DEVICES &&
+        arena[7] == '\0')
+        return fc_devices[arena[6] - '0'].arena.base;
+    if (strcmp(arena, "host") == 0)
+        return fc_host.base;
+    if (strcmp(arena, "va") == 0)
+        return fc_va.base;
+    if (strcmp(arena, "v1") == 0)
+        return fc_v1.base;
+    return 0;
 }
 
 /* Bookkeeping goes with the library (dlclose, exit) so leak checkers see none; the
@@ -591,7 +639,8 @@ static CUresult alloc_locked(int kind, int dev, uint64_t size, CUdeviceptr *out)
         a = &fc_v1;
     else
         a = &fc_devices[dev].arena;
-    if (counts && size > fc_devices[dev].capacity - fc_devices[dev].used)
+    if (counts &&
+        (injected_failure_locked() || size > fc_devices[dev].capacity - fc_devices[dev].used))
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t span = fake_align_up(size, FC_ALIGN);
     uint64_t addr = a->size ? fake_arena_alloc(a, span, FC_ALIGN) : 0;

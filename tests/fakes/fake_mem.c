@@ -15,10 +15,36 @@ uint64_t fake_align_up(uint64_t v, uint64_t a)
     return (v + a - 1) & ~(a - 1);
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define FAKE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FAKE_TSAN 1
+#endif
+#endif
+#ifndef FAKE_TSAN
+#define FAKE_TSAN 0
+#endif
+
+/* ThreadSanitizer kills a process that maps outside its application ranges, which
+ * hold none of the fixed bases, and takes MAP_FIXED_NOREPLACE for a plain hint (so
+ * the kernel would map at address 0). There the kernel chooses, below 4 GiB for a
+ * base below 4 GiB (MAP_32BIT), and spans are capped to what those ranges hold;
+ * fake_cuda_base() and fake_ze_base() tell tests where the arenas went. */
+static const int fake_tsan = FAKE_TSAN;
+
 int fake_arena_map(struct fake_arena *a, uint64_t base, uint64_t size, int prot)
 {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-    void *p = mmap((void *)(uintptr_t)base, size, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    void *p = MAP_FAILED;
+    if (fake_tsan) {
+        if (size > FAKE_TSAN_MAX_SPAN)
+            size = FAKE_TSAN_MAX_SPAN;
+        if (base + size <= (1ULL << 32))
+            flags |= MAP_32BIT;
+    } else {
+        p = mmap((void *)(uintptr_t)base, size, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    }
     if (p == MAP_FAILED)
         p = mmap(NULL, size, prot, flags, -1, 0);
     if (p == MAP_FAILED)

@@ -35,7 +35,11 @@ struct fake_table {
 
 uint64_t fake_align_up(uint64_t v, uint64_t a);
 
-/* Maps size bytes with prot at base if that range is free, else anywhere. */
+/* The largest arena under ThreadSanitizer (its application ranges are about 1.5 TiB). */
+#define FAKE_TSAN_MAX_SPAN (128ULL << 30)
+
+/* Maps size bytes with prot at base if that range is free, else anywhere (always
+ * anywhere, and at most FAKE_TSAN_MAX_SPAN, under ThreadSanitizer). */
 int fake_arena_map(struct fake_arena *a, uint64_t base, uint64_t size, int prot);
 /* 0 when there is no room. */
 uint64_t fake_arena_alloc(struct fake_arena *a, uint64_t len, uint64_t align);

@@ -17,13 +17,26 @@ int main(void)
 #else
 #include <level_zero/ze_api.h>
 
-#define GiB     (1ULL << 30)
-#define MiB     (1ULL << 20)
-#define DEV0    0x480000000000ULL
-#define DEV1    0x490000000000ULL
-#define HOST0   0x4c0000000000ULL
-#define SHARED0 0x4d0000000000ULL
-#define VA0     0x4e0000000000ULL
+#define GiB (1ULL << 30)
+#define MiB (1ULL << 20)
+/* The arenas' bases, from the driver: fixed, but chosen by the kernel under
+ * ThreadSanitizer. */
+static unsigned long long DEV0, DEV1, HOST0, SHARED0, VA0;
+
+static void read_bases(const char *path)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    unsigned long long (*base)(const char *) =
+        lib ? (unsigned long long (*)(const char *))dlsym(lib, "fake_ze_base") : NULL;
+    if (base == NULL)
+        bail_out("the fake driver has no fake_ze_base");
+    DEV0 = base("device0");
+    DEV1 = base("device1");
+    HOST0 = base("host");
+    SHARED0 = base("shared");
+    VA0 = base("va");
+    dlclose(lib);
+}
 
 static uint64_t addr(const void *p)
 {
@@ -45,6 +58,7 @@ int main(void)
         bail_out("the loader did not accept the fake driver");
     }
     ok(1, "zeInit through the real loader with the fake driver");
+    read_bases(path);
 
     uint32_t n = 0;
     ze_driver_handle_t drv = NULL;

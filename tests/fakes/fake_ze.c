@@ -217,6 +217,23 @@ static ze_result_t setup_locked(void)
     return ZE_RESULT_SUCCESS;
 }
 
+/* Where an arena starts: "device0".."device3", "host", "shared" or "va"; 0 before
+ * zeInit or for another name. Fixed, except under ThreadSanitizer (fake_mem.c). */
+EXPORT unsigned long long fake_ze_base(const char *arena);
+EXPORT unsigned long long fake_ze_base(const char *arena)
+{
+    if (strncmp(arena, "device", 6) == 0 && arena[6] >= '0' && arena[6] < '0' + FZ_MAX_DEVICES &&
+        arena[7] == '\0')
+        return fz_devices[arena[6] - '0'].arena.base;
+    if (strcmp(arena, "host") == 0)
+        return fz_host.base;
+    if (strcmp(arena, "shared") == 0)
+        return fz_shared.base;
+    if (strcmp(arena, "va") == 0)
+        return fz_va.base;
+    return 0;
+}
+
 static ze_result_t fz_Init(ze_init_flags_t flags)
 {
     HIT(zeInit);

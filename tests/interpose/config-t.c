@@ -221,9 +221,17 @@ static void crash(void)
     setenv("MEMTRACE_DUMP_SIGNAL", "11", 1);
     /* In a sanitizer build, the program must die of the fault as a plain one does. */
     setenv("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0", 1);
+    const char *tsan = getenv("TSAN_OPTIONS");
+    char *tsan_saved = tsan ? strdup(tsan) : NULL;
+    setenv("TSAN_OPTIONS", "handle_segv=0", 1);
     char *argv[] = {PROG_DIR "/cuda_prog", "crash", NULL};
     pid_t pid = h_spawn(argv, 1, NULL, err_path);
     setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    if (tsan_saved)
+        setenv("TSAN_OPTIONS", tsan_saved, 1);
+    else
+        unsetenv("TSAN_OPTIONS");
+    free(tsan_saved);
     unsetenv("MEMTRACE_DUMP_SIGNAL");
     unsetenv("MEMTRACE_OUTPUT");
     int st = 0, waited = 0;

@@ -3,7 +3,7 @@
  * one line per expected event:
  *     E <action> <source> <addr> <size> <device>
  * and, after the work, the driver's call counters: C <symbol> <calls>.
- * Modes: driver, threads, fork, kill FD, stacks, hold MS, loop, crash, quiet N. */
+ * Modes: driver, threads, fork, kill FD, stacks, hold MS, loop, crash, oom, quiet N. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -377,6 +377,20 @@ static int crash(void)
 }
 
 /* No device calls at all: the preload must cost nothing and write nothing. */
+/* Allocations of 1, 2, 4 and 8 MiB and then 2 GiB: the results, "R <i> <result>",
+ * whatever fails (FAKE_CUDA_FAIL_AT, or no room), then the frees. */
+static int oom(void)
+{
+    static const size_t sizes[] = {1 << 20, 2 << 20, 4 << 20, 8 << 20, (size_t)2 << 30};
+    CUdeviceptr p[5] = {0};
+    for (int i = 0; i < 5; i++)
+        printf("R %d %d\n", i, cuMemAlloc_v2(&p[i], sizes[i]));
+    for (int i = 0; i < 5; i++)
+        if (p[i] != 0)
+            cuMemFree_v2(p[i]);
+    return 0;
+}
+
 static int quiet(int n)
 {
     printf("quiet %d\n", n);
@@ -404,6 +418,8 @@ int main(int argc, char **argv)
         return loop();
     if (strcmp(mode, "crash") == 0)
         return crash();
+    if (strcmp(mode, "oom") == 0)
+        return oom();
     if (strcmp(mode, "hold") == 0 && argc > 2)
         return hold(atoi(argv[2]));
     fprintf(stderr, "cuda_prog: unknown mode %s\n", mode);

@@ -4,6 +4,8 @@
 #define MEMTRACE_TESTS_INTERPOSE_HARNESS_H
 
 #define _GNU_SOURCE
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +40,8 @@ static char h_tmpdir[256];
 static int h_find_asan(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    if (info->dlpi_name != NULL && strstr(info->dlpi_name, "libasan.so") != NULL) {
+    if (info->dlpi_name != NULL && (strstr(info->dlpi_name, "libasan.so") != NULL ||
+                                    strstr(info->dlpi_name, "libtsan.so") != NULL)) {
         snprintf(data, 512, "%s", info->dlpi_name);
         return 1;
     }
@@ -84,6 +87,17 @@ static void h_cleanup(void)
     if (d != NULL)
         closedir(d);
     rmdir(h_tmpdir);
+}
+
+/* ThreadSanitizer builds: a test whose program TSan cannot watch skips, saying why. */
+static void h_skip_under_tsan(const char *why)
+{
+    char line[300];
+    if (!MEMTRACE_TSAN)
+        return;
+    snprintf(line, sizeof line, "ThreadSanitizer build: %s", why);
+    h_cleanup();
+    skip_all(line);
 }
 
 /* Starts argv with the preload (if preload) and returns the pid; the child's stdout

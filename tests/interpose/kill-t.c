@@ -48,9 +48,23 @@ static long long read_start(int fd)
     return n > 2 && buf[0] == 'S' ? atoll(buf + 2) : -1;
 }
 
-#define FLUSH_MS  100
-#define MARGIN_MS 50
-#define RUNS      8
+/* Microseconds during which some task of the machine waited for a CPU (the kernel's
+ * pressure stall information), 0 where the kernel does not keep it. */
+static long long cpu_stall_us(void)
+{
+    char *s = h_slurp_file("/proc/pressure/cpu");
+    const char *t = strstr(s, "total=");
+    long long us = t != NULL ? atoll(t + 6) : 0;
+    free(s);
+    return us;
+}
+
+#define FLUSH_MS 100
+#define RUNS     30
+/* Under ThreadSanitizer the writer's first flush, which symbolizes every frame seen
+ * so far, is slower: events up to 145 ms old were lost there, 105 ms in a plain
+ * build, both on the same loaded machine. */
+#define MARGIN_MS (MEMTRACE_TSAN ? 150 : 50)
 
 /* The documented bound: a killed process loses at most MEMTRACE_FLUSH_MS of events,
  * from its first event on. A program recording an event every millisecond is killed
@@ -60,7 +74,10 @@ static long long read_start(int fd)
  * unwritten event, and the write takes a few ms, so on an idle machine the age
  * stays under about 55 ms; the margin, half an interval, is for a writer thread
  * the scheduler wakes late on a loaded machine (up to about 60 ms more was seen
- * with a parallel build running). */
+ * with a parallel build running). On a machine busier than that (thirty runs met
+ * a 280 ms delay at a load of 7 on 2 cores) the time during which some task waited
+ * for a CPU is allowed on top: an idle machine still gets the strict bound.
+ * Thirty runs, so that a late flush anywhere in the first second shows. */
 static void crash_loss(void)
 {
     char path[400], err[400];
@@ -71,9 +88,11 @@ static void crash_loss(void)
     snprintf(flush, sizeof flush, "%d", FLUSH_MS);
     setenv("MEMTRACE_FLUSH_MS", flush, 1);
     unsetenv("MEMTRACE_DUMP_SIGNAL");
-    srand((unsigned)getpid());
-    long long worst = 0;
-    int late = 0;
+    unsigned seed = (unsigned)getpid();
+    diag("crash loss: seed %u", seed);
+    srand(seed);
+    long long worst = 0, worst_stall = 0;
+    int late = 0, unreadable = 0;
     for (int run = 0; run < RUNS; run++) {
         /* half the kills in the first 400 ms, where the first flush matters */
         int after_ms = run % 2 ? 20 + rand() % 380 : 20 + rand() % 1200;
@@ -81,31 +100,42 @@ static void crash_loss(void)
         int fd;
         pid_t pid = h_spawn(argv, 1, &fd, err);
         long long start = read_start(fd);
+        long long stall = cpu_stall_us();
         usleep((useconds_t)after_ms * 1000);
         long long killed = mono_ns();
+        stall = (cpu_stall_us() - stall) / 1000;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         close(fd);
         struct h_file f;
         h_read(&f, path);
+        unreadable += f.rc != 0;
         long long newest = start;
         for (size_t i = 0; i < f.n; i++)
             if ((long long)f.ev[i].time_ns > newest)
                 newest = (long long)f.ev[i].time_ns;
         long long age_ms = (killed - newest) / 1000000;
-        if (start < 0 || age_ms > FLUSH_MS + MARGIN_MS) {
-            diag("run %d: killed %d ms after the first event, %zu events read, newest %lld ms old",
-                 run, after_ms, f.n, age_ms);
+        if (start < 0 || age_ms > FLUSH_MS + MARGIN_MS + stall) {
+            diag("run %d: killed %d ms after the first event, %zu events read, newest %lld ms "
+                 "old, the machine short of CPU for %lld ms",
+                 run, after_ms, f.n, age_ms, stall);
             late++;
         }
         if (age_ms > worst)
             worst = age_ms;
+        if (stall > worst_stall)
+            worst_stall = stall;
         h_close(&f);
         unlink(path);
     }
-    diag("crash loss: the newest recovered event was at most %lld ms old (%d runs)", worst, RUNS);
-    is_int(0, late, "%d kills: every file holds events up to %d ms + %d ms before the kill", RUNS,
-           FLUSH_MS, MARGIN_MS);
+    diag("crash loss: the newest recovered event was at most %lld ms old (%d runs); "
+         "the machine was short of CPU for up to %lld ms in a run",
+         worst, RUNS, worst_stall);
+    is_int(0, unreadable, "%d kills: every file reads, up to where it was cut", RUNS);
+    is_int(0, late,
+           "%d kills: every file holds events up to %d ms + %d ms before the kill, plus the time "
+           "the machine was short of CPU",
+           RUNS, FLUSH_MS, MARGIN_MS);
     unsetenv("MEMTRACE_OUTPUT");
     unsetenv("MEMTRACE_FLUSH_MS");
 }
@@ -113,7 +143,7 @@ static void crash_loss(void)
 int main(void)
 {
     h_setup();
-    plan(12);
+    plan(13);
     char path[400], dump[400], info_err[400], err[400];
     snprintf(path, sizeof path, "%s/kill.memtrace", h_tmpdir);
     snprintf(dump, sizeof dump, "%s/kill.dump1.memtrace", h_tmpdir);

@@ -43,6 +43,8 @@ static long long meta_rank(const char *path)
 int main(void)
 {
     h_setup();
+    h_skip_under_tsan(
+        "the preloaded TSan runtime would watch mpirun and Open MPI, which are not built with it");
     char mpirun[600];
     if (find_in_path("mpirun", mpirun, sizeof mpirun) != 0)
         skip_all("mpirun not found (Debian: apt-get install openmpi-bin)");

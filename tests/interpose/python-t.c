@@ -217,6 +217,8 @@ static void check_all(const char *python, const char *label)
 int main(void)
 {
     h_setup();
+    h_skip_under_tsan("the preloaded TSan runtime would watch an interpreter not built with it, "
+                      "which also forks with threads");
     alarm(300);
     setenv("PYPROG_HELPER", PROG_DIR "/libpyhelper.so", 1);
     setenv("PYTHONDONTWRITEBYTECODE", "1", 1);

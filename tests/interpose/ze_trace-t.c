@@ -77,12 +77,17 @@ static int mismatches(const struct run *r)
 }
 
 /* Physical memory handles are the fake's heap addresses, different in each
- * process: compare them by the index of the event that created them. */
+ * process: compare them by the index of the event that created them. Under
+ * ThreadSanitizer every arena of the fake is where the kernel put it, so every
+ * address is compared that way. */
+static const int fixed_addresses = !MEMTRACE_TSAN;
+
 static uint64_t norm(const struct h_file *f, uint64_t v)
 {
     for (size_t i = 0; v != 0 && i < f->n; i++)
         if (f->ev[i].addr == v &&
-            strcmp(memtrace_reader_string(f->r, f->ev[i].source), "zePhysicalMemCreate") == 0)
+            (!fixed_addresses ||
+             strcmp(memtrace_reader_string(f->r, f->ev[i].source), "zePhysicalMemCreate") == 0))
             return i + 1;
     return v;
 }
