@@ -8,6 +8,8 @@
  * deadlock (an alarm bounds the run). A Python process that never touches a device
  * writes no file; an interpreter older than 3.9 records native stacks and says so
  * once. */
+#include "config.h"
+
 #include "harness.h"
 
 #include <glob.h>
@@ -219,6 +221,12 @@ int main(void)
     h_setup();
     alarm(300);
     setenv("PYPROG_HELPER", PROG_DIR "/libpyhelper.so", 1);
+    /* A sanitizer build's allocator (GCC 12's libasan) has no fork handlers: the
+     * child of a fork made while a joined Python thread still ends in the C library
+     * inherits the allocator's lock held and hangs. Not memtrace's to fix: the
+     * program forks once those threads are gone (python_prog.py says how). */
+    if (MEMTRACE_SANITIZERS)
+        setenv("PYPROG_WAIT_THREADS", "1", 1);
     setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
 
     /* The Debian interpreter (linked into the executable), then pyenv's (shared). */
