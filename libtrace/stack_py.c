@@ -144,7 +144,7 @@ static struct {
 static atomic_int py_ready; /* 1: frames can be read; py is never written again */
 static atomic_int py_final; /* 1: an interpreter was found that cannot be read */
 static atomic_int py_gen;   /* bumped when either of the above changes */
-static _Atomic unsigned long long py_adds_seen = ~0ull; /* dlpi_adds at the last look */
+static _Atomic unsigned long long py_adds_seen = ~0ull;          /* dlpi_adds at the last look */
 static pthread_mutex_t py_init_lock = PTHREAD_MUTEX_INITIALIZER; /* guards py while looking */
 static MT_TLS unsigned py_tick; /* this thread's captures since the interpreter was sought */
 #define PY_LOOK_EVERY 1024u
@@ -638,8 +638,7 @@ int mt_py_capture(struct mt_py_stack *st)
 {
     st->n = 0;
     if (MT_UNLIKELY(!atomic_load_explicit(&py_ready, memory_order_acquire))) {
-        if (atomic_load_explicit(&py_final, memory_order_relaxed) ||
-            py_tick++ % PY_LOOK_EVERY != 0)
+        if (atomic_load_explicit(&py_final, memory_order_relaxed) || py_tick++ % PY_LOOK_EVERY != 0)
             return 0;
         py_look();
         if (!atomic_load_explicit(&py_ready, memory_order_acquire))

@@ -116,16 +116,16 @@ int main(void)
     ((void (*)(int))(void (*)(void))init)(0);
     char code[1024];
     snprintf(code, sizeof code,
-             "import ctypes\n"                                         /* 1 */
-             "probe = ctypes.CFUNCTYPE(ctypes.c_int)(%#llx)\n"          /* 2 */
-             "def leaf():\n"                                           /* 3 */
-             "    return probe()\n"                                    /* 4 */
-             "def mid():\n"                                            /* 5 */
-             "    return leaf() + 1\n"                                 /* 6 */
-             "def outer():\n"                                          /* 7 */
-             "    x = 1\n"                                             /* 8 */
-             "    return mid() * x\n"                                  /* 9 */
-             "assert outer() == 8\n",                                  /* 10 */
+             "import ctypes\n"                                 /* 1 */
+             "probe = ctypes.CFUNCTYPE(ctypes.c_int)(%#llx)\n" /* 2 */
+             "def leaf():\n"                                   /* 3 */
+             "    return probe()\n"                            /* 4 */
+             "def mid():\n"                                    /* 5 */
+             "    return leaf() + 1\n"                         /* 6 */
+             "def outer():\n"                                  /* 7 */
+             "    x = 1\n"                                     /* 8 */
+             "    return mid() * x\n"                          /* 9 */
+             "assert outer() == 8\n",                          /* 10 */
              (unsigned long long)(uintptr_t)probe);
     int rc = run(code);
     is_int(0, rc, "the snippet ran and the callback returned");
