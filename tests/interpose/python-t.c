@@ -40,7 +40,9 @@ struct stack {
 
 static void stack_get(const struct h_file *f, uint32_t id, struct stack *s)
 {
-    s->n = memtrace_reader_stack(f->r, id, s->ids, (int)(sizeof s->ids / sizeof s->ids[0]));
+    s->n = f->r != NULL
+               ? memtrace_reader_stack(f->r, id, s->ids, (int)(sizeof s->ids / sizeof s->ids[0]))
+               : 0;
     if (s->n < 0)
         s->n = 0;
 }
@@ -128,6 +130,8 @@ static int run_threads(const char *python, const char *kind, struct h_file *pare
                        struct h_file *child, char *err_path, char *parent_path)
 {
     char out_pattern[400], files_found[4][600];
+    memset(parent, 0, sizeof *parent); /* a run that wrote no file leaves them empty */
+    memset(child, 0, sizeof *child);
     clear_dir();
     snprintf(out_pattern, sizeof out_pattern, "%s/py-%%p.memtrace", h_tmpdir);
     setenv("MEMTRACE_OUTPUT", out_pattern, 1);
