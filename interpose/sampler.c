@@ -95,7 +95,8 @@ static void dump(void)
     if (rc == 0)
         mt_log("wrote %s", path);
     else
-        mt_log("cannot write %s: %s", path, memtrace_strerror(rc));
+        mt_log("cannot write %s: %s", path, /* errno kept for EIO: ENOSPC, EFBIG */
+               rc == MEMTRACE_EIO && errno != 0 ? strerror(errno) : memtrace_strerror(rc));
 }
 
 /* The thread goes to work (waiting while a fork is under way) or to rest. */
