@@ -9,7 +9,7 @@
 #include "memtrace_snapshot.h"
 #include "recorder.h"
 #include "tests/tap.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define MB ((uint64_t)1 << 20)
 
@@ -362,8 +362,8 @@ static void test_oom(void)
     int h, rc;
     memtrace_device_open_host(&small, 80 * MB);
     memtrace_alloc_create(&a, small);
-    mt_format(path, sizeof(path), "/tmp/cache-t-oom-%d.memtrace", (int)getpid());
-    mt_format(conf, sizeof(conf), "oom_snapshot:/tmp/cache-t-oom-%%p.memtrace");
+    mtx_format(path, sizeof(path), "/tmp/cache-t-oom-%d.memtrace", (int)getpid());
+    mtx_format(conf, sizeof(conf), "oom_snapshot:/tmp/cache-t-oom-%%p.memtrace");
     memtrace_alloc_configure(a, conf, NULL);
     unlink(path);
     h = memtrace_alloc_oom_observer_add(observer, NULL);
@@ -436,7 +436,7 @@ static void test_oom_snapshot_fails(void)
     is_int(0, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
            "a child past its file size limit runs out of memory and goes on");
     char want[256];
-    mt_format(want, sizeof want,
+    mtx_format(want, sizeof want,
               "memtrace: out of memory snapshot to /tmp/cache-t-fsize-%d.memtrace failed: File too "
               "large\n",
               (int)pid);
@@ -528,7 +528,7 @@ static void test_event_fields(void)
        "alloc: address, 512 B block, 100 B requested");
     ok(al->stream == 0 && al->device == 0 && al->pool == 1 && al->aux == 0,
        "alloc: default stream, device 0, small pool");
-    ok(al->source == source && al->tid == mt_gettid(), "alloc: source and thread");
+    ok(al->source == source && al->tid == mtx_gettid(), "alloc: source and thread");
     is_int(cat, al->category, "alloc: the pushed category");
     ok(al->stack != 0, "alloc: a stack (context state)");
     ok(ev[0].time_ns > 0 && ev[0].time_ns <= al->time_ns && al->time_ns <= fr->time_ns,
