@@ -21,6 +21,11 @@ int mt_ip_config_read(struct mt_ip_config *c);
  * on the dump signal. 0 or -1. */
 int mt_sampler_start(unsigned sample_ms, int dump_signal, const char *dump_base);
 void mt_sampler_stop(void);
+/* fork: prepare waits until the helper thread is at rest (not sampling, dumping,
+ * starting or ending: all of them may hold the allocator's locks) and keeps it so
+ * until parent. */
+void mt_sampler_atfork_prepare(void);
+void mt_sampler_atfork_parent(void);
 void mt_sampler_atfork_child(void);
 
 #endif

@@ -237,15 +237,18 @@ static void finish(void)
 }
 
 /* The table needs nothing here: the recorder's own handlers hold its lock across
- * fork. */
+ * fork. The sampler is brought to rest before start_lock is taken: a sample may
+ * pass through a wrapper that takes it. */
 static void atfork_prepare(void)
 {
+    mt_sampler_atfork_prepare();
     pthread_mutex_lock(&start_lock);
 }
 
 static void atfork_parent(void)
 {
     pthread_mutex_unlock(&start_lock);
+    mt_sampler_atfork_parent();
 }
 
 /* The recorder's own child handler (registered before this one, so run first) has

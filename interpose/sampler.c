@@ -3,7 +3,12 @@
  * Every sample_ms it records a counter event (device bytes used and total as the
  * driver reports them, process RSS), and it writes a snapshot when the dump signal
  * arrives: the signal handler only writes a byte to a pipe, this thread does the
- * work. The thread blocks every signal so the program's handlers see them all. */
+ * work. The thread blocks every signal so the program's handlers see them all.
+ *
+ * Sampling and dumping allocate, and so do a thread's start and end; a process that
+ * forks while the thread holds an allocator's lock leaves its child waiting on it
+ * for ever. So the thread says when it is at rest, and a fork waits for that and
+ * keeps it at rest until the parent's handler runs. */
 #include "config.h"
 
 #include <errno.h>
@@ -28,6 +33,10 @@ static unsigned dumps;
 static _Atomic uint64_t last_rss;
 static int installed_signal;
 static struct sigaction old_action;
+static pthread_mutex_t rest_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rest_cond = PTHREAD_COND_INITIALIZER;
+static int active;  /* the thread starts, works or ends */
+static int forking; /* between the prepare and the parent's handler */
 
 uint64_t mt_sampler_rss(void)
 {
@@ -86,16 +95,33 @@ static void dump(void)
     if (rc == 0)
         mtx_log("wrote %s", path);
     else
-        mtx_log("cannot write %s: %s", path, memtrace_strerror(rc));
+        mtx_log("cannot write %s: %s", path, /* errno kept for EIO: ENOSPC, EFBIG */
+                rc == MEMTRACE_EIO && errno != 0 ? strerror(errno) : memtrace_strerror(rc));
 }
 
+/* The thread goes to work (waiting while a fork is under way) or to rest. */
+static void set_active(int a)
+{
+    pthread_mutex_lock(&rest_lock);
+    while (a && forking)
+        pthread_cond_wait(&rest_cond, &rest_lock);
+    active = a;
+    if (!a)
+        pthread_cond_broadcast(&rest_cond);
+    pthread_mutex_unlock(&rest_lock);
+}
+
+/* Active from its creation until it is joined (mt_sampler_start, mt_sampler_stop). */
 static void *loop(void *arg)
 {
     (void)arg;
+    set_active(0);
     for (;;) {
         struct pollfd p = {.fd = pipe_fd[0], .events = POLLIN};
         int n = poll(&p, 1, period_ms ? (int)period_ms : -1);
-        if (n < 0 && errno != EINTR)
+        int e = errno;
+        set_active(1);
+        if (n < 0 && e != EINTR)
             break;
         if (n > 0) {
             char c;
@@ -105,12 +131,29 @@ static void *loop(void *arg)
                 if (c == 'd')
                     dump();
             }
-            continue;
-        }
-        if (n == 0)
+        } else if (n == 0) {
             sample();
+        }
+        set_active(0);
     }
     return NULL;
+}
+
+void mt_sampler_atfork_prepare(void)
+{
+    pthread_mutex_lock(&rest_lock);
+    forking = 1;
+    while (active)
+        pthread_cond_wait(&rest_cond, &rest_lock);
+    pthread_mutex_unlock(&rest_lock);
+}
+
+void mt_sampler_atfork_parent(void)
+{
+    pthread_mutex_lock(&rest_lock);
+    forking = 0;
+    pthread_cond_broadcast(&rest_cond);
+    pthread_mutex_unlock(&rest_lock);
 }
 
 static void on_signal(int sig)
@@ -140,10 +183,14 @@ int mt_sampler_start(unsigned sample_ms, int dump_signal, const char *base)
     }
     sigset_t all, old;
     sigfillset(&all);
+    pthread_mutex_lock(&rest_lock);
+    active = 1;
+    pthread_mutex_unlock(&rest_lock);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&thread, NULL, loop, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
+        set_active(0);
         close(pipe_fd[0]);
         close(pipe_fd[1]);
         pipe_fd[0] = pipe_fd[1] = -1;
@@ -176,6 +223,7 @@ void mt_sampler_stop(void)
     while (write(pipe_fd[1], &c, 1) < 0 && (errno == EAGAIN || errno == EINTR))
         usleep(1000);
     pthread_join(thread, NULL);
+    set_active(0);
     close(pipe_fd[0]);
     close(pipe_fd[1]);
     pipe_fd[0] = pipe_fd[1] = -1;
@@ -186,6 +234,9 @@ void mt_sampler_stop(void)
  * still describes the parent. */
 void mt_sampler_atfork_child(void)
 {
+    pthread_mutex_init(&rest_lock, NULL);
+    pthread_cond_init(&rest_cond, NULL);
+    active = forking = 0;
     if (installed_signal != 0) {
         sigaction(installed_signal, &old_action, NULL);
         installed_signal = 0;

@@ -5,6 +5,7 @@
  * table by address. Blocks of a segment are a list in address order, which is what
  * splitting and merging walk. Descriptors come from mmap'd chunks and are recycled,
  * so the hot path never calls libc malloc. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -776,8 +777,11 @@ static void report_oom(struct memtrace_allocator *a, struct oom_info *oom)
         int rc;
         expand_path(path, sizeof(path), oom->snapshot, a->device);
         rc = memtrace_dump_snapshot(path);
+        /* For EIO the dump keeps errno: "No space left on device" or "File too
+         * large" (RLIMIT_FSIZE) say what to fix where "input/output error" does not. */
         if (rc)
-            mtx_log("out of memory snapshot to %s failed: %s", path, memtrace_strerror(rc));
+            mtx_log("out of memory snapshot to %s failed: %s", path,
+                    rc == MEMTRACE_EIO && errno != 0 ? strerror(errno) : memtrace_strerror(rc));
     }
 }
 

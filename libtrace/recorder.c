@@ -51,8 +51,14 @@ __attribute__((noinline)) void mt_rlock_slow(void)
     } while (atomic_exchange_explicit(&mt_rec.lock, 1, memory_order_acquire));
 }
 
+/* The writer thread takes the metadata's and the frames' locks while it works, so
+ * it is brought to rest first, with the recorder's lock alone; the locks are then
+ * taken in their usual order. */
 static void atfork_prepare(void)
 {
+    mt_rlock();
+    mt_stream_atfork_prepare();
+    mt_runlock();
     mt_meta_lock();
     mt_frames_lock();
     mt_rlock();
@@ -60,6 +66,7 @@ static void atfork_prepare(void)
 
 static void atfork_parent(void)
 {
+    mt_stream_atfork_parent();
     mt_runlock();
     mt_frames_unlock();
     mt_meta_unlock();
@@ -70,6 +77,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     atomic_store(&mt_rec.lock, 0);
+    mt_rec.forking = 0;
     mt_frames_atfork_child();
     mt_meta_atfork_child();
     mt_strings_atfork_child();

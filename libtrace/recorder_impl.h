@@ -60,6 +60,10 @@ struct mt_recorder {
     uint64_t first_ns; /* when buf[cur] got its first event (mtx_now_ns) */
     int writer_busy;   /* the other buffer is with the writer */
     int stopping;
+    /* fork: the writer thread must not be inside malloc (libc's, or a sanitizer's
+     * allocator, whose locks a child inherits held) when another thread forks */
+    int writer_active; /* the writer thread starts, works outside the lock, or exits */
+    int forking;       /* between the prepare and the parent's handler: start no work */
 };
 
 /* Defined in recorder.c. */
@@ -152,6 +156,12 @@ MTX_HIDDEN void mt_stream_finish(void);
  * is room again, -1 when the stream stopped meanwhile. */
 MTX_HIDDEN int mt_stream_wait_room(void);
 MTX_HIDDEN void mt_stream_first_event(void);
+/* Called with the lock, in fork's prepare handler before the recorder's other
+ * locks: waits until the writer thread is idle and keeps it so (mt_rec.forking)
+ * until mt_stream_atfork_parent. Returns with the lock. */
+MTX_HIDDEN void mt_stream_atfork_prepare(void);
+/* Called with the lock: lets the writer work again. */
+MTX_HIDDEN void mt_stream_atfork_parent(void);
 /* In a forked child: forgets the parent's stream. */
 MTX_HIDDEN void mt_stream_atfork_child(void);
 

@@ -91,6 +91,7 @@ char *mt_meta_dump(uint64_t *gen)
     json_object_set_new(m, "options", opts);
     /* The interpreter whose frames the stacks may hold, and whether they do. */
     unsigned long pyver;
+    unsigned pygen = mt_py_generation(); /* before the status: a change after it rewrites */
     int pyframes = mt_py_status(&pyver);
     if (pyver != 0) {
         char v[48];
@@ -105,7 +106,7 @@ char *mt_meta_dump(uint64_t *gen)
     if (meta_extra != NULL)
         json_object_update(m, meta_extra);
     if (gen != NULL)
-        *gen = meta_gen;
+        *gen = meta_gen + pygen;
     pthread_mutex_unlock(&meta_lock);
     char *text = json_dumps(m, JSON_COMPACT);
     json_decref(m);
@@ -117,7 +118,7 @@ uint64_t mt_meta_gen(void)
     pthread_mutex_lock(&meta_lock);
     uint64_t gen = meta_gen;
     pthread_mutex_unlock(&meta_lock);
-    return gen;
+    return gen + mt_py_generation(); /* an interpreter found late changes the metadata */
 }
 
 void mt_meta_start(void)

@@ -120,21 +120,36 @@ static unsigned stream_wait_ms(void)
     return age >= due ? 0 : (unsigned)((due - age + 999999u) / 1000000u);
 }
 
+/* Called with the lock: the writer thread is at rest, or starts work. */
+static void writer_rest(int active)
+{
+    mt_rec.writer_active = active;
+    if (!active && mt_rec.forking)
+        rsignal(&mt_rec.space); /* the forking thread waits for this */
+}
+
 static void *stream_main(void *arg)
 {
     (void)arg;
     mt_ring_set_busy(1); /* never record our own work */
     mt_rlock();
+    writer_rest(0); /* the thread's start (its stack, TLS, a sanitizer's records) is done */
     for (;;) {
+        if (mt_rec.forking) {
+            rwait(&mt_rec.work, 0);
+            continue;
+        }
         if (!mt_rec.writer_busy && !mt_rec.stopping) {
             unsigned ms = stream_wait_ms();
             if (ms > 0 && mt_rec.nbuf[mt_rec.cur] > 0 && mt_frame_count() > frames_ahead) {
                 /* The first frame of a module loads its debug information (70 ms
                  * for libc's with its debug files installed): done while the flush
                  * is not due, it no longer delays the flush past flush_ms. */
+                writer_rest(1); /* symbolizing allocates: a fork must wait for it */
                 mt_runlock();
                 frames_ahead = mt_frames_symbolize();
                 mt_rlock();
+                writer_rest(0);
                 continue;
             }
             if (ms > 0)
@@ -149,11 +164,15 @@ static void *stream_main(void *arg)
         }
         int full = mt_rec.cur ^ 1;
         int stopping = mt_rec.stopping;
+        if (mt_rec.forking)
+            continue; /* a fork began while the writer waited: it goes first */
         if (mt_rec.writer_busy) {
+            writer_rest(1);
             mt_runlock();
             int rc = stream_error ? 0 : stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
             int e = errno;
             mt_rlock();
+            writer_rest(0);
             if (rc != 0 && !stream_error) {
                 stream_error = rc;
                 mtx_log("stream write failed (%s); recording goes on in memory only",
@@ -169,6 +188,7 @@ static void *stream_main(void *arg)
         if (stopping && mt_rec.nbuf[mt_rec.cur] == 0)
             break;
     }
+    writer_rest(1); /* the thread's end frees memory: active until it is joined */
     mt_runlock();
     return NULL;
 }
@@ -184,6 +204,9 @@ void mt_stream_finish(void)
     rsignal(&mt_rec.work);
     mt_runlock();
     pthread_join(writer_thread, NULL);
+    mt_rlock();
+    writer_rest(0);
+    mt_runlock();
     struct mt_xfsz x;
     mt_xfsz_hold(&x);
     int rc = stream_error;
@@ -240,6 +263,9 @@ int mt_stream_start(const char *path)
     mt_rec.writer_busy = 0;
     mt_rec.stopping = 0;
     stream_error = 0;
+    mt_rlock();
+    mt_rec.writer_active = 1; /* from its creation: see writer_rest */
+    mt_runlock();
     mt_rec.streaming = 1;
     /* The writer thread takes no signal meant for the program, and a write past
      * RLIMIT_FSIZE fails there with EFBIG, like a full disk, instead of raising
@@ -250,6 +276,9 @@ int mt_stream_start(const char *path)
     int created = pthread_create(&writer_thread, NULL, stream_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (created != 0) {
+        mt_rlock();
+        writer_rest(0);
+        mt_runlock();
         mt_rec.streaming = 0;
         writer = NULL;
         mt_writer_abort(w);
@@ -286,8 +315,25 @@ __attribute__((noinline)) int mt_stream_wait_room(void)
     return 0;
 }
 
+void mt_stream_atfork_prepare(void)
+{
+    mt_rec.forking = 1;
+    while (mt_rec.writer_active) {
+        mt_rec.space_waiters++;
+        rwait(&mt_rec.space, 0);
+        mt_rec.space_waiters--;
+    }
+}
+
+void mt_stream_atfork_parent(void)
+{
+    mt_rec.forking = 0;
+    rsignal(&mt_rec.work);
+}
+
 void mt_stream_atfork_child(void)
 {
+    mt_rec.writer_active = 0;
     mt_rec.space_waiters = 0;
     if (mt_rec.streaming) {
         /* The parent still writes this file: just forget it. */

@@ -11,3 +11,8 @@ bench_stack_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 check_PROGRAMS += tests/libtrace/stack_shared-t
 TESTS += tests/libtrace/stack_shared-t
 tests_libtrace_stack_shared_t_LDADD = libmemtrace.la
+
+# CPython frames in a C program that dlopens libpython itself.
+check_PROGRAMS += tests/libtrace/stack_py-t
+TESTS += tests/libtrace/stack_py-t
+tests_libtrace_stack_py_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS) -ldl

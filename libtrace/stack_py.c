@@ -19,7 +19,14 @@
  * objects are freed and their addresses reused). A miss takes the lock, asks the
  * interpreter for the line (PyCode_Addr2Line and PyFrame_GetLineNumber read the
  * line table, allocate nothing and need no GIL), copies the two strings as UTF-8
- * into the string table, and interns (function, file, line) as one record. */
+ * into the string table, and interns (function, file, line) as one record.
+ *
+ * The interpreter may be loaded after the first capture (a program that dlopens
+ * libpython, an embedding host): until one is found, every 1024th capture of a
+ * thread compares the loader's count of objects added (dl_iterate_phdr's dlpi_adds)
+ * with the count at the last look, and looks again under a lock when it moved. A
+ * supported interpreter, once found, is published with a release store; an
+ * unsupported one ends the search. */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -134,8 +141,13 @@ static struct {
     unsigned long hexversion;
 } py;
 
-static pthread_once_t py_once = PTHREAD_ONCE_INIT;
-static atomic_int py_ready; /* 1: frames can be read */
+static atomic_int py_ready; /* 1: frames can be read; py is never written again */
+static atomic_int py_final; /* 1: an interpreter was found that cannot be read */
+static atomic_int py_gen;   /* bumped when either of the above changes */
+static _Atomic unsigned long long py_adds_seen = ~0ull;          /* dlpi_adds at the last look */
+static pthread_mutex_t py_init_lock = PTHREAD_MUTEX_INITIALIZER; /* guards py while looking */
+static MTX_TLS unsigned py_tick; /* this thread's captures since the interpreter was sought */
+#define PY_LOOK_EVERY 1024u
 
 /* ---- finding the interpreter ------------------------------------------------ */
 
@@ -223,12 +235,15 @@ static unsigned long find_version(void)
     return major << 24 | minor << 16;
 }
 
+/* py_init_lock held. */
 static void py_init(void)
 {
     py.is_initialized = (int_fn)sym("Py_IsInitialized");
     py.this_tstate = (ptr_fn)sym("PyGILState_GetThisThreadState");
-    if (py.is_initialized == NULL || py.this_tstate == NULL)
-        return; /* no interpreter in this process: nothing to say */
+    if (py.is_initialized == NULL || py.this_tstate == NULL) {
+        py.is_initialized = NULL;
+        return; /* no interpreter in this process yet: nothing to say */
+    }
     py.hexversion = find_version();
     unsigned long mm = py.hexversion >> 16;
     bool found = false;
@@ -262,17 +277,54 @@ static void py_init(void)
         found = false;
     if (!found) {
         mtx_log("Python %lu.%lu is not supported: its stacks are native only", mm >> 8, mm & 0xff);
-        return;
+        atomic_store_explicit(&py_final, 1, memory_order_relaxed);
+    } else {
+        atomic_store_explicit(&py_ready, 1, memory_order_release);
     }
-    atomic_store_explicit(&py_ready, 1, memory_order_release);
+    atomic_fetch_add_explicit(&py_gen, 1, memory_order_release);
+}
+
+static int count_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs))
+        return -1; /* a loader without the counters: look once only */
+    *(unsigned long long *)arg = info->dlpi_adds;
+    return 1;
+}
+
+/* Looks for the interpreter again when objects were loaded since the last look. */
+static void py_look(void)
+{
+    unsigned long long adds = 0;
+    if (dl_iterate_phdr(count_adds, &adds) < 0)
+        adds = 0;
+    if (adds == atomic_load_explicit(&py_adds_seen, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&py_init_lock);
+    if (!atomic_load_explicit(&py_ready, memory_order_relaxed) &&
+        !atomic_load_explicit(&py_final, memory_order_relaxed) &&
+        adds != atomic_load_explicit(&py_adds_seen, memory_order_relaxed)) {
+        py_init();
+        atomic_store_explicit(&py_adds_seen, adds, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&py_init_lock);
 }
 
 int mt_py_status(unsigned long *version)
 {
-    pthread_once(&py_once, py_init);
+    if (!atomic_load_explicit(&py_ready, memory_order_acquire) &&
+        !atomic_load_explicit(&py_final, memory_order_relaxed))
+        py_look();
+    pthread_mutex_lock(&py_init_lock);
     if (version != NULL)
         *version = py.is_initialized != NULL ? py.hexversion : 0;
+    pthread_mutex_unlock(&py_init_lock);
     return atomic_load_explicit(&py_ready, memory_order_acquire);
+}
+
+unsigned mt_py_generation(void)
+{
+    return (unsigned)atomic_load_explicit(&py_gen, memory_order_acquire);
 }
 
 /* ---- reading objects -------------------------------------------------------- */
@@ -586,7 +638,9 @@ int mt_py_capture(struct mt_py_stack *st)
 {
     st->n = 0;
     if (MTX_UNLIKELY(!atomic_load_explicit(&py_ready, memory_order_acquire))) {
-        pthread_once(&py_once, py_init);
+        if (atomic_load_explicit(&py_final, memory_order_relaxed) || py_tick++ % PY_LOOK_EVERY != 0)
+            return 0;
+        py_look();
         if (!atomic_load_explicit(&py_ready, memory_order_acquire))
             return 0;
     }
@@ -646,4 +700,5 @@ int mt_py_frame(uintptr_t token, uint32_t *function, uint32_t *file, uint32_t *l
 void mt_py_atfork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&py_init_lock, NULL);
 }

@@ -34,8 +34,9 @@ struct mt_py_stack {
 
 /* Fills st with the calling thread's Python frames (at most 128). Returns st->n: 0
  * when the process runs no supported CPython, the interpreter is not running (not
- * yet initialised, or finalising), or this thread has no Python frames. Never
- * takes the GIL, never calls malloc; thread-safe. */
+ * yet initialised, or finalising), or this thread has no Python frames. Until an
+ * interpreter is found, one capture in 1024 of each thread looks for one loaded
+ * since (docs/python.md). Never takes the GIL, never calls malloc; thread-safe. */
 int mt_py_capture(struct mt_py_stack *st);
 
 /* Splices py into native[0..n) (innermost first): each native frame inside the
@@ -51,8 +52,13 @@ int mt_py_frame(uintptr_t token, uint32_t *function, uint32_t *file, uint32_t *l
 
 /* Status, for the metadata and the tests: 1 while frames can be read (a supported
  * interpreter was found), 0 otherwise; *version gets PY_VERSION_HEX when an
- * interpreter was found, 0 otherwise. Resolves the interpreter on first use. */
+ * interpreter was found, 0 otherwise. Looks for the interpreter again when objects
+ * were loaded since the last look and none was found yet. */
 int mt_py_status(unsigned long *version);
+
+/* A count that moves when mt_py_status's answer changes (an interpreter found
+ * late), so that the metadata is written again. Reads one atomic. */
+unsigned mt_py_generation(void);
 
 /* In a forked child: re-initialises the lock. */
 void mt_py_atfork_child(void);

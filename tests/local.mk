@@ -13,5 +13,6 @@ tests_libtrace_recorder_stream_t_LDADD = $(TEST_LDADD)
 
 TESTS += tests/format-check.sh tests/exports-check.sh tests/examples-t.sh \
 	tests/headers-check.sh
+EXTRA_DIST += tests/lsan.supp
 EXTRA_DIST += tests/format-check.sh tests/exports-check.sh tests/examples-t.sh \
 	tests/headers-check.sh

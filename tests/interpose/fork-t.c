@@ -17,8 +17,7 @@ static void check_file(int pid, const char *who, int n, unsigned long long first
         if (f.ev[i].action == MEMTRACE_SEGMENT_ALLOC && f.ev[i].size != first + (unsigned)k++)
             bad++;
     is_int(0, bad, "%s's allocations have its sizes", who);
-    is_int(n, (long long)memtrace_reader_segment_count(f.r), "%s's state has %d live segments", who,
-           n);
+    is_int(n, h_segments(&f), "%s's state has %d live segments", who, n);
     h_close(&f);
 }
 

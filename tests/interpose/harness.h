@@ -3,7 +3,9 @@
 #ifndef MEMTRACE_TESTS_INTERPOSE_HARNESS_H
 #define MEMTRACE_TESTS_INTERPOSE_HARNESS_H
 
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "config.h"
 
 #include <dirent.h>

@@ -73,6 +73,19 @@ worker.join()
 stop.set()
 hogger.join()
 
+# join() returns when a thread's Python state is gone; the thread then still ends
+# in the C library, which frees its stack and TLS. Under a sanitizer whose
+# allocator has no fork handlers, a child forked then inherits its allocator's lock
+# held and hangs at its first malloc: with PYPROG_WAIT_THREADS=1, fork only once the
+# kernel has no such thread left.
+if os.environ.get("PYPROG_WAIT_THREADS") == "1":
+    import time
+    gone = {hogger.native_id, worker.native_id}
+    for _ in range(1000):
+        if not gone & {int(t) for t in os.listdir("/proc/self/task")}:
+            break
+        time.sleep(0.01)
+
 pid = os.fork()
 if pid == 0:
     main_outer(3)

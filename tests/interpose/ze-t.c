@@ -63,7 +63,7 @@ int main(void)
     is_int(1, (long long)h_count_src(&f, -1, "zeMemFreeExt"), "1 zeMemFreeExt event");
     is_int(7, (long long)h_count(&f, MEMTRACE_SEGMENT_FREE),
            "7 segment_free of memory (the physical handle is a mark)");
-    is_int(0, (long long)memtrace_reader_segment_count(f.r), "no live segment at exit");
+    is_int(0, h_segments(&f), "no live segment at exit");
     h_close(&f);
 
     static const struct {

@@ -1,6 +1,8 @@
 /* cache-t: the caching allocator's policy, one group per rule, with exact figures. */
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cache_impl.h"
@@ -396,6 +398,51 @@ static void test_oom(void)
     memtrace_device_close(small);
 }
 
+/* An OOM snapshot that cannot be written names the cause: here a file size limit
+ * (EFBIG), in a child with RLIMIT_FSIZE of 64 bytes and stderr to a pipe. */
+static void test_oom_snapshot_fails(void)
+{
+    int p[2];
+    if (pipe(p) != 0) {
+        skip(2, "no pipe");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (dup2(p[1], 2) < 0)
+            _exit(2);
+        struct rlimit lim = {64, 64};
+        setrlimit(RLIMIT_FSIZE, &lim);
+        struct memtrace_device *small;
+        struct memtrace_allocator *a = NULL;
+        memtrace_device_open_host(&small, 80 * MB);
+        memtrace_alloc_create(&a, small);
+        memtrace_alloc_configure(a, "oom_snapshot:/tmp/cache-t-fsize-%p.memtrace", NULL);
+        uint64_t A = 0, B = 0;
+        int rc = memtrace_alloc_malloc(a, 60 * MB, NULL, &A);
+        int rc2 = memtrace_alloc_malloc(a, 40 * MB, NULL, &B);
+        _exit(rc == 0 && rc2 == MEMTRACE_EOOM ? 0 : 3);
+    }
+    close(p[1]);
+    char text[1024] = "";
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < sizeof text && (n = read(p[0], text + got, sizeof text - 1 - got)) > 0)
+        got += (size_t)n;
+    text[got] = '\0';
+    close(p[0]);
+    int st = -1;
+    waitpid(pid, &st, 0);
+    is_int(0, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
+           "a child past its file size limit runs out of memory and goes on");
+    char want[256];
+    mtx_format(want, sizeof want,
+              "memtrace: out of memory snapshot to /tmp/cache-t-fsize-%d.memtrace failed: File too "
+              "large\n",
+              (int)pid);
+    is_string(want, text, "the failed snapshot names the file size limit, in one line");
+}
+
 static void test_recorded(void)
 {
     struct memtrace_allocator *a = fresh(NULL);
@@ -565,6 +612,8 @@ int main(void)
     test_gc();
     test_expandable();
     test_oom();
+    if (memtrace_is_recording())
+        test_oom_snapshot_fails();
     if (memtrace_is_recording())
         test_recorded();
     test_event_fields();
