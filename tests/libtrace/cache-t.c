@@ -436,10 +436,11 @@ static void test_oom_snapshot_fails(void)
     is_int(0, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
            "a child past its file size limit runs out of memory and goes on");
     char want[256];
-    mtx_format(want, sizeof want,
-              "memtrace: out of memory snapshot to /tmp/cache-t-fsize-%d.memtrace failed: File too "
-              "large\n",
-              (int)pid);
+    mtx_format(
+        want, sizeof want,
+        "memtrace: out of memory snapshot to /tmp/cache-t-fsize-%d.memtrace failed: File too "
+        "large\n",
+        (int)pid);
     is_string(want, text, "the failed snapshot names the file size limit, in one line");
 }
 
