@@ -13,7 +13,7 @@
     const S = {
         model: null, info: null, tl: null, segTl: null,
         files: [], cur: 0, /* every file opened together ({model, info}); the one shown */
-        view: { t0: 0, t1: 1, device: null },
+        view: { t0: 0, t1: 1, device: null, stream: null },
         tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null, flameFocus: [],
         renderMs: 0, loadStart: 0, loadMs: 0, firstDrawMs: 0,
     };
@@ -218,7 +218,17 @@
             o.value = String(d);
             dev.appendChild(o);
         }
-        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0] };
+        const sel = $('stream');
+        sel.textContent = '';
+        const all = el('option', 'all');
+        all.value = '';
+        sel.appendChild(all);
+        for (const st of model.streams) {
+            const o = el('option', hex(st));
+            o.value = String(st);
+            sel.appendChild(o);
+        }
+        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0], stream: null };
         if (fromHash) {
             readHash();
         } else {
@@ -226,6 +236,7 @@
             setSearch(S.search);
         }
         dev.value = String(S.view.device);
+        sel.value = S.view.stream === null ? '' : String(S.view.stream);
         $('drop').hidden = true;
         const msgs = [];
         if (info.error)
@@ -251,6 +262,9 @@
             Object.assign(S.view, { t0, t1 });
         if (dev !== null && S.model && S.model.devices.includes(dev))
             S.view.device = dev;
+        const st = num('stream');
+        if (h.get('stream') && st !== null && S.model && S.model.streams.includes(st))
+            S.view.stream = st;
         if (h.get('color') === 'category' || h.get('color') === 'stack') {
             $('color-by').value = h.get('color');
             S.tl.setColorBy(h.get('color'));
@@ -272,6 +286,8 @@
             h.set('t0', String(Math.round(S.view.t0)));
             h.set('t1', String(Math.round(S.view.t1)));
             h.set('dev', String(S.view.device));
+            if (S.view.stream !== null)
+                h.set('stream', String(S.view.stream));
             h.set('color', $('color-by').value);
             if (S.search)
                 h.set('q', S.search);
@@ -375,9 +391,34 @@
     function xOfTime(t, W) {
         return MARGIN.left + ((t - S.view.t0) / (S.view.t1 - S.view.t0)) * W;
     }
+    /* Annotations as ranges (a start and its end: the latest open start of that name;
+     * a start never ended runs to the end of the file) and points (marks, and ends
+     * with no start), times relative to the file's first. Kept with the model. */
+    function annotationSpans() {
+        const m = S.model;
+        if (m.spans)
+            return m.spans;
+        const ranges = [], points = [], open = new Map();
+        for (const a of m.annotations) {
+            const t = a.time - m.t_min;
+            if (a.kind === 0) {
+                const list = open.get(a.name) || [];
+                list.push(ranges.length);
+                open.set(a.name, list);
+                ranges.push({ name: a.name, t0: t, t1: m.t_max - m.t_min, closed: false });
+            } else if (a.kind === 1 && open.has(a.name) && open.get(a.name).length) {
+                const r = ranges[open.get(a.name).pop()];
+                r.t1 = t;
+                r.closed = true;
+            } else {
+                points.push({ name: a.name, t, kind: a.kind });
+            }
+        }
+        m.spans = { ranges, points };
+        return m.spans;
+    }
     function drawMarkers(ctx, W, H) {
-        /* Annotations: ranges (push/pop) and marks, names as canvas text. */
-        const anns = S.model.annotations, t0 = S.model.t_min;
+        const sp = annotationSpans();
         ctx.save();
         ctx.beginPath();
         ctx.rect(MARGIN.left, 0, W, MARGIN.top + H);
@@ -385,15 +426,22 @@
         ctx.font = '11px sans-serif';
         ctx.textAlign = 'left';
         ctx.textBaseline = 'top';
-        const open = [];
-        for (const a of anns) {
-            const x = xOfTime(a.time - t0, W);
-            if (a.kind === 0)
-                open.push(a);
+        sp.ranges.forEach((r, i) => {
+            const x0 = xOfTime(r.t0, W), x1 = xOfTime(r.t1, W);
+            if (x1 < MARGIN.left || x0 > MARGIN.left + W)
+                return;
+            /* Nested ranges alternate shades so that their edges stay visible. */
+            ctx.fillStyle = i % 2 ? 'rgba(92, 47, 192, 0.10)' : 'rgba(192, 120, 40, 0.12)';
+            ctx.fillRect(x0, MARGIN.top, Math.max(1, x1 - x0), H);
+            ctx.fillStyle = '#5c2fc0';
+            ctx.fillText(str(r.name) + (r.closed ? '' : ' (never ended)'), Math.max(x0, MARGIN.left) + 3, 2);
+        });
+        for (const a of sp.points) {
+            const x = xOfTime(a.t, W);
             if (x < MARGIN.left - 1 || x > MARGIN.left + W + 1)
                 continue;
             ctx.strokeStyle = a.kind === 1 ? '#7a5cc0' : '#5c2fc0';
-            ctx.setLineDash(a.kind === 2 ? [2, 3] : a.kind === 1 ? [5, 3] : []);
+            ctx.setLineDash(a.kind === 2 ? [2, 3] : [5, 3]);
             ctx.beginPath();
             ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
             ctx.lineTo(Math.round(x) + 0.5, MARGIN.top + H);
@@ -404,7 +452,7 @@
         ctx.setLineDash([]);
         const f = S.model.figures.allocated;
         if (f.peak_time_ns !== null) {
-            const x = xOfTime(f.peak_time_ns - t0, W);
+            const x = xOfTime(f.peak_time_ns - S.model.t_min, W);
             ctx.strokeStyle = '#c0392b';
             ctx.beginPath();
             ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
@@ -448,6 +496,7 @@
         drawMinimap();
         S.renderMs = performance.now() - started;
         c.dataset.drawn = String(r.drawn);
+        c.dataset.ranges = JSON.stringify(annotationSpans().ranges.map((a) => [a.t0, a.t1]));
         c.dataset.aggregated = String(r.aggregated);
         if (S.pinned)
             showTooltipFor(S.pinned.hit, S.pinned.x, S.pinned.y, true);
@@ -458,8 +507,8 @@
         const c = $('minimap');
         const ctx = sizeCanvas(c, 48);
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - 4;
-        if (!mini || mini.W !== W || mini.device !== S.view.device)
-            mini = { W, device: S.view.device, max: Timeline.overview(S.tl, S.view.device, W) };
+        if (!mini || mini.W !== W || mini.device !== S.view.device || mini.stream !== S.view.stream)
+            mini = { W, device: S.view.device, stream: S.view.stream, max: Timeline.overview(S.tl, S.view.device, W, S.view.stream) };
         ctx.clearRect(0, 0, c.width, c.height);
         let top = 0;
         for (const v of mini.max)
@@ -1007,12 +1056,18 @@
             $('flame').textContent = '';
             return;
         }
-        const pe = f.peak_event;
-        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, pe)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
+        const st = S.view.stream, keep = st === null ? null : (id) => c.stream[id] === st;
+        const p = st === null ? { ev: f.peak_event, bytes: f.peak_bytes, offset: f.peak_offset_ns } : streamPeak(st);
+        if (p.ev === null) {
+            $('peak-summary').textContent = `Nothing was allocated on stream ${hex(st)}.`;
+            $('flame').textContent = '';
+            return;
+        }
+        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, p.ev, keep)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
         let count = 0;
         for (const g of groups.values())
             count += g.count;
-        $('peak-summary').textContent = `Peak of allocated memory: ${fmtBytes(f.peak_bytes)} (${f.peak_bytes} bytes) at +${fmtTime(f.peak_offset_ns)}, event ${pe}, in ${count} blocks from ${groups.size} stacks.`;
+        $('peak-summary').textContent = `Peak of allocated memory${st === null ? '' : ' on stream ' + hex(st)}: ${fmtBytes(p.bytes)} (${p.bytes} bytes) at +${fmtTime(p.offset)}, event ${p.ev}, in ${count} blocks from ${groups.size} stacks.`;
         drawFlame(groups);
         const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
         for (const [stack, g] of sorted) {
@@ -1028,6 +1083,26 @@
             tr.appendChild(td);
             tbody.appendChild(tr);
         }
+    }
+
+    /* The first event at which one stream's allocated bytes exceed every earlier
+     * level, by the same rule as the file's peak. */
+    function streamPeak(st) {
+        const c = S.model.blocks, ops = S.model.blockOps;
+        let cur = 0, best = { ev: null, bytes: 0, offset: 0 };
+        for (let k = 0; k < ops.length; k++) {
+            const v = ops[k], id = v > 0 ? v - 1 : -v - 1;
+            if (c.stream[id] !== st)
+                continue;
+            if (v < 0) {
+                cur -= c.size[id];
+                continue;
+            }
+            cur += c.size[id];
+            if (cur > best.bytes)
+                best = { ev: c.ev0[id], bytes: cur, offset: c.t0[id] - S.model.t_min };
+        }
+        return best;
     }
 
     /* The stacks live at the peak as a tree, outermost frame at the top; frames of
@@ -1253,6 +1328,13 @@
         $('device').addEventListener('change', (e) => {
             S.view.device = Number(e.target.value);
             mini = null;
+            redraw();
+            writeHash();
+        });
+        $('stream').addEventListener('change', (e) => {
+            S.view.stream = e.target.value === '' ? null : Number(e.target.value);
+            mini = null;
+            S.flameFocus = [];
             redraw();
             writeHash();
         });
