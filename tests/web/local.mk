@@ -16,5 +16,6 @@ TEST_EXTENSIONS = .mjs
 MJS_LOG_DRIVER = $(LOG_DRIVER)
 MJS_LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/web/node.sh
 EXTRA_DIST += $(WEB_TESTS) tests/web/node.sh tests/web/lib.mjs tests/web/replay-cli.mjs \
+	tests/web/screenshots.mjs docs/images \
 	tests/web/package.json tests/web/package-lock.json web
 CLEANFILES += tests/web/artifacts/*.png
