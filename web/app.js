@@ -13,8 +13,8 @@
     const S = {
         model: null, info: null, tl: null, segTl: null,
         files: [], cur: 0, /* every file opened together ({model, info}); the one shown */
-        view: { t0: 0, t1: 1, device: null },
-        tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null,
+        view: { t0: 0, t1: 1, device: null, stream: null },
+        tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null, flameFocus: [],
         renderMs: 0, loadStart: 0, loadMs: 0, firstDrawMs: 0,
     };
     const MARGIN = { left: 78, right: 12, top: 16, bottom: 26 };
@@ -209,6 +209,7 @@
             t_max: model.t_max });
         S.pinned = null;
         S.at = null;
+        S.flameFocus = [];
         const dev = $('device');
         dev.textContent = '';
         const devices = model.devices.length ? model.devices : [0];
@@ -217,7 +218,17 @@
             o.value = String(d);
             dev.appendChild(o);
         }
-        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0] };
+        const sel = $('stream');
+        sel.textContent = '';
+        const all = el('option', 'all');
+        all.value = '';
+        sel.appendChild(all);
+        for (const st of model.streams) {
+            const o = el('option', hex(st));
+            o.value = String(st);
+            sel.appendChild(o);
+        }
+        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0], stream: null };
         if (fromHash) {
             readHash();
         } else {
@@ -225,6 +236,7 @@
             setSearch(S.search);
         }
         dev.value = String(S.view.device);
+        sel.value = S.view.stream === null ? '' : String(S.view.stream);
         $('drop').hidden = true;
         const msgs = [];
         if (info.error)
@@ -250,6 +262,9 @@
             Object.assign(S.view, { t0, t1 });
         if (dev !== null && S.model && S.model.devices.includes(dev))
             S.view.device = dev;
+        const st = num('stream');
+        if (h.get('stream') && st !== null && S.model && S.model.streams.includes(st))
+            S.view.stream = st;
         if (h.get('color') === 'category' || h.get('color') === 'stack') {
             $('color-by').value = h.get('color');
             S.tl.setColorBy(h.get('color'));
@@ -271,6 +286,8 @@
             h.set('t0', String(Math.round(S.view.t0)));
             h.set('t1', String(Math.round(S.view.t1)));
             h.set('dev', String(S.view.device));
+            if (S.view.stream !== null)
+                h.set('stream', String(S.view.stream));
             h.set('color', $('color-by').value);
             if (S.search)
                 h.set('q', S.search);
@@ -374,9 +391,34 @@
     function xOfTime(t, W) {
         return MARGIN.left + ((t - S.view.t0) / (S.view.t1 - S.view.t0)) * W;
     }
+    /* Annotations as ranges (a start and its end: the latest open start of that name;
+     * a start never ended runs to the end of the file) and points (marks, and ends
+     * with no start), times relative to the file's first. Kept with the model. */
+    function annotationSpans() {
+        const m = S.model;
+        if (m.spans)
+            return m.spans;
+        const ranges = [], points = [], open = new Map();
+        for (const a of m.annotations) {
+            const t = a.time - m.t_min;
+            if (a.kind === 0) {
+                const list = open.get(a.name) || [];
+                list.push(ranges.length);
+                open.set(a.name, list);
+                ranges.push({ name: a.name, t0: t, t1: m.t_max - m.t_min, closed: false });
+            } else if (a.kind === 1 && open.has(a.name) && open.get(a.name).length) {
+                const r = ranges[open.get(a.name).pop()];
+                r.t1 = t;
+                r.closed = true;
+            } else {
+                points.push({ name: a.name, t, kind: a.kind });
+            }
+        }
+        m.spans = { ranges, points };
+        return m.spans;
+    }
     function drawMarkers(ctx, W, H) {
-        /* Annotations: ranges (push/pop) and marks, names as canvas text. */
-        const anns = S.model.annotations, t0 = S.model.t_min;
+        const sp = annotationSpans();
         ctx.save();
         ctx.beginPath();
         ctx.rect(MARGIN.left, 0, W, MARGIN.top + H);
@@ -384,15 +426,22 @@
         ctx.font = '11px sans-serif';
         ctx.textAlign = 'left';
         ctx.textBaseline = 'top';
-        const open = [];
-        for (const a of anns) {
-            const x = xOfTime(a.time - t0, W);
-            if (a.kind === 0)
-                open.push(a);
+        sp.ranges.forEach((r, i) => {
+            const x0 = xOfTime(r.t0, W), x1 = xOfTime(r.t1, W);
+            if (x1 < MARGIN.left || x0 > MARGIN.left + W)
+                return;
+            /* Nested ranges alternate shades so that their edges stay visible. */
+            ctx.fillStyle = i % 2 ? 'rgba(92, 47, 192, 0.10)' : 'rgba(192, 120, 40, 0.12)';
+            ctx.fillRect(x0, MARGIN.top, Math.max(1, x1 - x0), H);
+            ctx.fillStyle = '#5c2fc0';
+            ctx.fillText(str(r.name) + (r.closed ? '' : ' (never ended)'), Math.max(x0, MARGIN.left) + 3, 2);
+        });
+        for (const a of sp.points) {
+            const x = xOfTime(a.t, W);
             if (x < MARGIN.left - 1 || x > MARGIN.left + W + 1)
                 continue;
             ctx.strokeStyle = a.kind === 1 ? '#7a5cc0' : '#5c2fc0';
-            ctx.setLineDash(a.kind === 2 ? [2, 3] : a.kind === 1 ? [5, 3] : []);
+            ctx.setLineDash(a.kind === 2 ? [2, 3] : [5, 3]);
             ctx.beginPath();
             ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
             ctx.lineTo(Math.round(x) + 0.5, MARGIN.top + H);
@@ -403,7 +452,7 @@
         ctx.setLineDash([]);
         const f = S.model.figures.allocated;
         if (f.peak_time_ns !== null) {
-            const x = xOfTime(f.peak_time_ns - t0, W);
+            const x = xOfTime(f.peak_time_ns - S.model.t_min, W);
             ctx.strokeStyle = '#c0392b';
             ctx.beginPath();
             ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
@@ -447,6 +496,7 @@
         drawMinimap();
         S.renderMs = performance.now() - started;
         c.dataset.drawn = String(r.drawn);
+        c.dataset.ranges = JSON.stringify(annotationSpans().ranges.map((a) => [a.t0, a.t1]));
         c.dataset.aggregated = String(r.aggregated);
         if (S.pinned)
             showTooltipFor(S.pinned.hit, S.pinned.x, S.pinned.y, true);
@@ -457,8 +507,8 @@
         const c = $('minimap');
         const ctx = sizeCanvas(c, 48);
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - 4;
-        if (!mini || mini.W !== W || mini.device !== S.view.device)
-            mini = { W, device: S.view.device, max: Timeline.overview(S.tl, S.view.device, W) };
+        if (!mini || mini.W !== W || mini.device !== S.view.device || mini.stream !== S.view.stream)
+            mini = { W, device: S.view.device, stream: S.view.stream, max: Timeline.overview(S.tl, S.view.device, W, S.view.stream) };
         ctx.clearRect(0, 0, c.width, c.height);
         let top = 0;
         for (const v of mini.max)
@@ -676,9 +726,28 @@
         ix.seek(ix.opAt(t + 1e-9));
         return ix.live.ids();
     }
-    function drawAtTime() {
-        const t = S.at !== null ? S.at : S.model.figures.allocated.peak_time_ns !== null
+    function atTime() {
+        return S.at !== null ? S.at : S.model.figures.allocated.peak_time_ns !== null
             ? S.model.figures.allocated.peak_time_ns - S.model.t_min : 0;
+    }
+    let stripes = null;
+    function stripePattern(ctx) {
+        if (!stripes) {
+            const p = document.createElement('canvas');
+            p.width = p.height = 6;
+            const g = p.getContext('2d');
+            g.strokeStyle = 'rgba(20, 20, 20, 0.55)';
+            g.lineWidth = 1.5;
+            g.beginPath();
+            g.moveTo(0, 6);
+            g.lineTo(6, 0);
+            g.stroke();
+            stripes = p;
+        }
+        return ctx.createPattern(stripes, 'repeat');
+    }
+    function drawAtTime() {
+        const t = atTime();
         $('attime-label').textContent = `+${fmtTime(t)}`;
         const dev = S.view.device;
         const segIds = Array.from(liveAt(S.segTl, t)).filter((id) => S.model.segs.device[id] === dev);
@@ -716,7 +785,8 @@
             ctx.textAlign = 'right';
             ctx.fillText(`${hex(sc.addr[id])} ${fmtBytes(sc.size[id])}`, 214, y + (rowH - 6) / 2);
         });
-        let outside = 0;
+        let outside = 0, pending = 0, waste = 0;
+        const pattern = stripePattern(ctx);
         for (const id of blockIds) {
             const i = segOf(bc.addr[id]);
             if (i < 0 || bc.addr[id] >= sc.addr[segIds[i]] + sc.size[segIds[i]]) {
@@ -730,6 +800,20 @@
             const rgb = Timeline.hashColor(bc.stack[id]);
             ctx.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;
             ctx.fillRect(x0, y, bw, rowH - 6);
+            /* Bytes past those requested: the allocator's rounding. */
+            const req = bc.req[id];
+            if (req > 0 && req < bc.size[id]) {
+                waste += bc.size[id] - req;
+                const ww = Math.max(1, ((bc.size[id] - req) / sc.size[s]) * w);
+                ctx.fillStyle = '#f5b041';
+                ctx.fillRect(x0 + bw - ww, y, ww, rowH - 6);
+            }
+            /* Freed by the program, not yet given back (the free has not completed). */
+            if (bc.treq[id] - S.model.t_min <= t) {
+                pending++;
+                ctx.fillStyle = pattern;
+                ctx.fillRect(x0, y, bw, rowH - 6);
+            }
         }
         if (!segIds.length) {
             ctx.fillStyle = '#333';
@@ -738,6 +822,138 @@
         }
         c.dataset.segments = String(segIds.length);
         c.dataset.blocks = String(blockIds.length - outside);
+        c.dataset.pending = String(pending);
+        c.dataset.waste = String(waste);
+        fillAtLegend(blockIds.length - outside, pending, waste);
+        fillEvents(t);
+    }
+    function fillAtLegend(blocks, pending, waste) {
+        const lg = $('attime-legend');
+        lg.textContent = '';
+        for (const [cls, text] of [['alloc', `allocated (colour by stack): ${blocks} blocks`],
+            ['pending', `free requested, not completed: ${pending}`],
+            ['free', 'inactive: free space in a segment'],
+            ['waste', `rounding: bytes past those requested, ${fmtBytes(waste)}`]]) {
+            const item = el('span', null, 'legend-item');
+            item.appendChild(el('span', null, 'swatch ' + cls));
+            item.appendChild(el('span', text));
+            lg.appendChild(item);
+        }
+    }
+
+    /* Every event that changed blocks or segments, an annotation or an oom, in file
+     * order, rebuilt from the intervals (the model keeps no event list): by event
+     * number, then compacted, with times made monotonic as the timeline's. */
+    function eventList() {
+        if (S.model.eventIndex)
+            return S.model.eventIndex;
+        const m = S.model, n = m.figures.events;
+        const kind = new Uint8Array(n), id = new Int32Array(n), act = new Uint8Array(n).fill(255);
+        const put = (ev, k, i, a) => {
+            if (ev >= 0 && ev < n && act[ev] === 255) {
+                kind[ev] = k;
+                id[ev] = i;
+                act[ev] = a;
+            }
+        };
+        for (const [k, c] of [[0, m.blocks], [1, m.segs]]) {
+            for (let i = 0; i < c.n; i++) {
+                if (c.act0[i] !== 255)
+                    put(c.ev0[i], k, i, c.act0[i]);
+                if (c.evreq[i] >= 0)
+                    put(c.evreq[i], k, i, 1);
+                if (c.ended[i] === 1 || c.ended[i] === 3)
+                    put(c.ev1[i], k, i, c.act1[i]);
+            }
+        }
+        m.annotations.forEach((a, i) => put(a.index, 2, i, 9));
+        m.ooms.forEach((o, i) => put(o.index, 3, i, 8));
+        const evs = [];
+        for (let ev = 0; ev < n; ev++)
+            if (act[ev] !== 255)
+                evs.push(ev);
+        const T = new Float64Array(evs.length);
+        let last = -Infinity;
+        evs.forEach((ev, j) => {
+            const k = kind[ev], i = id[ev], c = k === 0 ? m.blocks : m.segs;
+            let t = k === 2 ? m.annotations[i].time : k === 3 ? m.ooms[i].time
+                : act[ev] === 1 ? c.treq[i] : c.ev0[i] === ev ? c.t0[i] : c.t1[i];
+            t -= m.t_min;
+            if (t < last)
+                t = last;
+            T[j] = last = t;
+        });
+        m.eventIndex = { evs, T, kind, id, act };
+        return m.eventIndex;
+    }
+    function eventRow(L, j) {
+        const m = S.model, ev = L.evs[j], k = L.kind[ev], i = L.id[ev], a = L.act[ev];
+        const out = { ev, t: L.T[j], action: Format.ACTIONS[a] || `action ${a}`, size: '', addr: '', frame: '', device: null };
+        if (k === 0 || k === 1) {
+            const c = k === 0 ? m.blocks : m.segs;
+            out.size = fmtBytes(c.size[i]);
+            out.addr = hex(c.addr[i]);
+            out.device = c.device[i];
+            const f = stackOf(c.stack[i], 1)[0];
+            out.frame = f ? frameText(f) : '';
+        } else if (k === 2) {
+            const an = m.annotations[i];
+            out.action = `annotate ${['start', 'end', 'mark'][an.kind] || 'kind ' + an.kind}`;
+            out.frame = str(an.name);
+        } else {
+            const o = m.ooms[i];
+            out.size = fmtBytes(o.size);
+            out.device = o.device;
+            const f = stackOf(o.stack, 1)[0];
+            out.frame = f ? frameText(f) : '';
+        }
+        return out;
+    }
+    /* The events of the device shown around time t: the last one at or before t
+     * (the one chosen) with up to 20 before and 20 after it. */
+    function fillEvents(t) {
+        const L = eventList(), tbody = $('events-table').tBodies[0], dev = S.view.device;
+        tbody.textContent = '';
+        let lo = 0, hi = L.T.length;
+        while (lo < hi) {
+            const mid = (lo + hi) >>> 1;
+            if (L.T[mid] <= t + 1e-9)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const mine = (j) => {
+            const ev = L.evs[j], k = L.kind[ev];
+            const d = k === 0 ? S.model.blocks.device[L.id[ev]] : k === 1 ? S.model.segs.device[L.id[ev]]
+                : k === 3 ? S.model.ooms[L.id[ev]].device : dev;
+            return d === dev;
+        };
+        let chosen = lo - 1;
+        while (chosen >= 0 && !mine(chosen))
+            chosen--;
+        const before = [], after = [];
+        for (let j = chosen - 1; j >= 0 && before.length < 20; j--)
+            if (mine(j))
+                before.unshift(j);
+        for (let j = Math.max(chosen + 1, 0); j < L.T.length && after.length < 20; j++)
+            if (mine(j))
+                after.push(j);
+        const list = chosen >= 0 ? [...before, chosen, ...after] : after;
+        for (const j of list) {
+            const r = eventRow(L, j);
+            const tr = el('tr', null, j === chosen ? 'chosen' : '');
+            tr.dataset.ev = String(r.ev);
+            tr.dataset.t = String(r.t);
+            for (const [v, cls] of [[`+${fmtTime(r.t)}`, 'num'], [String(r.ev), 'num'], [r.action], [r.size, 'num'], [r.addr, 'mono'], [r.frame, 'mono']])
+                tr.appendChild(el('td', v, cls));
+            tbody.appendChild(tr);
+        }
+        $('events-table').dataset.chosen = chosen >= 0 ? String(L.evs[chosen]) : '';
+        const sel = tbody.querySelector('tr.chosen');
+        if (sel && S.tab === 'attime') {
+            const box = $('events-wrap');
+            box.scrollTop = sel.offsetTop - box.clientHeight / 2;
+        }
     }
 
     /* ---------- compare: several files on one axis, and by stack ---------- */
@@ -831,20 +1047,28 @@
         }
     }
 
-    /* ---------- peak table ---------- */
+    /* ---------- peak table and flame graph ---------- */
     function fillPeak() {
         const f = S.model.figures.allocated, c = S.model.blocks, tbody = $('peak-table').tBodies[0];
         tbody.textContent = '';
         if (f.peak_event === null) {
             $('peak-summary').textContent = 'Nothing was allocated.';
+            $('flame').textContent = '';
             return;
         }
-        const pe = f.peak_event;
-        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, pe)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
+        const st = S.view.stream, keep = st === null ? null : (id) => c.stream[id] === st;
+        const p = st === null ? { ev: f.peak_event, bytes: f.peak_bytes, offset: f.peak_offset_ns } : streamPeak(st);
+        if (p.ev === null) {
+            $('peak-summary').textContent = `Nothing was allocated on stream ${hex(st)}.`;
+            $('flame').textContent = '';
+            return;
+        }
+        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, p.ev, keep)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
         let count = 0;
         for (const g of groups.values())
             count += g.count;
-        $('peak-summary').textContent = `Peak of allocated memory: ${fmtBytes(f.peak_bytes)} (${f.peak_bytes} bytes) at +${fmtTime(f.peak_offset_ns)}, event ${pe}, in ${count} blocks from ${groups.size} stacks.`;
+        $('peak-summary').textContent = `Peak of allocated memory${st === null ? '' : ' on stream ' + hex(st)}: ${fmtBytes(p.bytes)} (${p.bytes} bytes) at +${fmtTime(p.offset)}, event ${p.ev}, in ${count} blocks from ${groups.size} stacks.`;
+        drawFlame(groups);
         const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
         for (const [stack, g] of sorted) {
             const tr = el('tr');
@@ -859,6 +1083,126 @@
             tr.appendChild(td);
             tbody.appendChild(tr);
         }
+    }
+
+    /* The first event at which one stream's allocated bytes exceed every earlier
+     * level, by the same rule as the file's peak. */
+    function streamPeak(st) {
+        const c = S.model.blocks, ops = S.model.blockOps;
+        let cur = 0, best = { ev: null, bytes: 0, offset: 0 };
+        for (let k = 0; k < ops.length; k++) {
+            const v = ops[k], id = v > 0 ? v - 1 : -v - 1;
+            if (c.stream[id] !== st)
+                continue;
+            if (v < 0) {
+                cur -= c.size[id];
+                continue;
+            }
+            cur += c.size[id];
+            if (cur > best.bytes)
+                best = { ev: c.ev0[id], bytes: cur, offset: c.t0[id] - S.model.t_min };
+        }
+        return best;
+    }
+
+    /* The stacks live at the peak as a tree, outermost frame at the top; frames of
+     * the same text under one parent are one node. */
+    function flameTree(groups) {
+        const node = (name, full, parent) => ({ name, full, parent, bytes: 0, count: 0, kids: new Map() });
+        const root = node('all stacks at the peak', 'all stacks at the peak', null);
+        for (const [stack, g] of groups) {
+            const path = stackOf(stack).reverse();
+            let at = root;
+            at.bytes += g.bytes;
+            at.count += g.count;
+            for (const fr of path.length ? path : [null]) {
+                const full = fr ? frameText(fr) : '(no stack)';
+                let k = at.kids.get(full);
+                if (!k) {
+                    k = node(fr ? fr.symbol || full : full, full, at);
+                    at.kids.set(full, k);
+                }
+                k.bytes += g.bytes;
+                k.count += g.count;
+                at = k;
+            }
+        }
+        return root;
+    }
+    function textHash(s) {
+        let h = 2166136261;
+        for (let i = 0; i < s.length; i++)
+            h = Math.imul(h ^ s.charCodeAt(i), 16777619);
+        return h >>> 0;
+    }
+    /* The zoom is kept as the path of frame texts from the root, so that it survives
+     * a redraw; a path that no longer exists shows the whole tree. */
+    function drawFlame(groups) {
+        const box = $('flame'), root = flameTree(groups);
+        box.textContent = '';
+        let focus = root;
+        for (const key of S.flameFocus) {
+            const k = focus.kids.get(key);
+            if (!k)
+                break;
+            focus = k;
+        }
+        const nodes = [];
+        const ROW = 20;
+        const add = (n, depth, left, width) => {
+            const d = el('div', n.name, 'flame-node' + (n === focus ? ' focus' : ''));
+            d.style.left = (100 * left).toFixed(4) + '%';
+            d.style.width = (100 * width).toFixed(4) + '%';
+            d.style.top = depth * ROW + 'px';
+            const h = (textHash(n.full) % 50) + 10;
+            d.style.background = n === root ? '#c8cdd7' : `hsl(${h}, 75%, ${62 + (textHash(n.full) >>> 8) % 14}%)`;
+            d.dataset.depth = String(depth);
+            d.dataset.bytes = String(n.bytes);
+            d.dataset.index = String(nodes.length);
+            nodes.push(n);
+            box.appendChild(d);
+        };
+        const chain = [];
+        for (let n = focus; n; n = n.parent)
+            chain.unshift(n);
+        chain.forEach((n, i) => add(n, i, 0, 1));
+        let depth = chain.length - 1, maxDepth = depth;
+        const minShare = 0.5 / Math.max(200, box.clientWidth || 1000);
+        const walk = (n, d, left) => {
+            let x = left;
+            for (const k of [...n.kids.values()].sort((a, b) => b.bytes - a.bytes)) {
+                const w = focus.bytes > 0 ? k.bytes / focus.bytes : 0;
+                if (w >= minShare) {
+                    add(k, d, x, w);
+                    maxDepth = Math.max(maxDepth, d);
+                    walk(k, d + 1, x);
+                }
+                x += w;
+            }
+        };
+        walk(focus, depth + 1, 0);
+        box.style.height = (maxDepth + 1) * ROW + 'px';
+        box.flame = { nodes, root };
+    }
+    function flameNode(e) {
+        const d = e.target.closest && e.target.closest('.flame-node');
+        return d && $('flame').flame ? $('flame').flame.nodes[Number(d.dataset.index)] : null;
+    }
+    function showFlameTip(n, clientX, clientY) {
+        const tip = $('tooltip'), total = $('flame').flame.root.bytes;
+        tip.textContent = '';
+        tip.classList.remove('pinned');
+        tip.appendChild(el('div', n.full, 'flame-frame'));
+        const tbl = el('table');
+        row(tbl, 'bytes', `${fmtBytes(n.bytes)} (${n.bytes} bytes)`);
+        row(tbl, 'blocks', String(n.count));
+        row(tbl, 'share', `${total > 0 ? (100 * n.bytes / total).toFixed(1) : '0.0'}% of the peak`);
+        tip.appendChild(tbl);
+        tip.appendChild(el('div', n.parent ? 'click to zoom into this frame' : 'click to see every stack', 'stack-head'));
+        tip.hidden = false;
+        const r = tip.getBoundingClientRect();
+        tip.style.left = Math.min(window.innerWidth - r.width - 8, clientX + 14) + 'px';
+        tip.style.top = Math.max(8, Math.min(window.innerHeight - r.height - 8, clientY + 14)) + 'px';
     }
 
     /* ---------- file information ---------- */
@@ -939,6 +1283,33 @@
             S.cur = Number(e.target.value);
             open(f.model, f.info, false);
         });
+        $('events-table').addEventListener('click', (e) => {
+            const tr = e.target.closest && e.target.closest('tr[data-t]');
+            if (!tr || !S.model)
+                return;
+            S.at = Number(tr.dataset.t);
+            redraw();
+        });
+        const flame = $('flame');
+        flame.addEventListener('mousemove', (e) => {
+            const n = flameNode(e);
+            if (n)
+                showFlameTip(n, e.clientX, e.clientY);
+            else
+                hideTooltip();
+        });
+        flame.addEventListener('mouseleave', hideTooltip);
+        flame.addEventListener('click', (e) => {
+            const n = flameNode(e);
+            if (!n)
+                return;
+            const path = [];
+            for (let k = n; k.parent; k = k.parent)
+                path.unshift(k.full);
+            S.flameFocus = path;
+            hideTooltip();
+            fillPeak();
+        });
         for (const id of ['compare-align', 'compare-a', 'compare-b'])
             $(id).addEventListener('change', () => S.tab === 'compare' && redraw());
         document.addEventListener('dragover', (e) => {
@@ -957,6 +1328,13 @@
         $('device').addEventListener('change', (e) => {
             S.view.device = Number(e.target.value);
             mini = null;
+            redraw();
+            writeHash();
+        });
+        $('stream').addEventListener('change', (e) => {
+            S.view.stream = e.target.value === '' ? null : Number(e.target.value);
+            mini = null;
+            S.flameFocus = [];
             redraw();
             writeHash();
         });

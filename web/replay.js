@@ -64,6 +64,9 @@ function memtraceReplayFactory() {
         size: Float64Array, stream: Float64Array, ev0: Float64Array, ev1: Float64Array,
         stack: Uint32Array, category: Uint32Array, device: Int32Array, tid: Uint32Array,
         ended: Uint8Array, /* 0 live at the end, 1 freed, 2 replaced, 3 trimmed */
+        /* For the list of events at a time: bytes asked for (0: as size), the event
+         * of the free request (-1: none), the actions that began and ended it. */
+        req: Float64Array, evreq: Float64Array, act0: Uint8Array, act1: Uint8Array,
     };
 
     class Ops {
@@ -143,8 +146,10 @@ function memtraceReplayFactory() {
                 this.free_requests.count++;
                 this.free_requests.bytes += e.size;
                 const id = this.liveBlocks.get(e.addr);
-                if (id !== undefined && !(this.blocks.c.treq[id] > 0))
+                if (id !== undefined && !(this.blocks.c.treq[id] > 0)) {
                     this.blocks.c.treq[id] = t;
+                    this.blocks.c.evreq[id] = i;
+                }
                 break;
             }
             case FREE_COMPLETED: {
@@ -165,7 +170,7 @@ function memtraceReplayFactory() {
                     this.temporaries.set(st, tmp);
                 }
                 this.liveBlocks.delete(e.addr);
-                this.close(this.blocks, this.blockOps, id, t, i, 1);
+                this.close(this.blocks, this.blockOps, id, t, i, 1, e.action);
                 break;
             }
             case SEGMENT_ALLOC:
@@ -187,7 +192,7 @@ function memtraceReplayFactory() {
                 this.seg_frees.bytes += sz;
                 this.reserved.cur -= sz;
                 this.liveSegs.delete(e.addr);
-                this.close(this.segs, this.segOps, id, t, i, 1);
+                this.close(this.segs, this.segOps, id, t, i, 1, e.action);
                 break;
             }
             case SEGMENT_UNMAP:
@@ -223,7 +228,7 @@ function memtraceReplayFactory() {
                 replaced.count++;
                 replaced.bytes += sz;
                 lvl.cur -= sz;
-                this.close(cols, ops, old, e.time, i, 2);
+                this.close(cols, ops, old, e.time, i, 2, e.action);
             }
             const id = this.open(cols, ops, e, i);
             live.set(e.addr, id);
@@ -241,6 +246,7 @@ function memtraceReplayFactory() {
             c.addr[id] = e.addr; c.size[id] = e.size; c.stream[id] = e.stream;
             c.ev0[id] = i; c.ev1[id] = -1; c.stack[id] = e.stack; c.category[id] = e.category;
             c.device[id] = e.device; c.tid[id] = e.tid; c.ended[id] = 0;
+            c.req[id] = e.requested_size || 0; c.evreq[id] = -1; c.act0[id] = e.action; c.act1[id] = 0;
             this.devices.add(e.device);
             this.streams.add(e.stream);
             if (cols === this.blocks)
@@ -249,8 +255,9 @@ function memtraceReplayFactory() {
             return id;
         }
 
-        close(cols, ops, id, t, i, why) {
+        close(cols, ops, id, t, i, why, action) {
             cols.c.t1[id] = t;
+            cols.c.act1[id] = action;
             cols.c.ev1[id] = i;
             cols.c.ended[id] = why;
             ops.push(-(id + 1));
@@ -265,7 +272,7 @@ function memtraceReplayFactory() {
                 matched = true;
                 if (left !== 0 && sz > left) {
                     this.liveSegs.delete(at);
-                    this.close(this.segs, this.segOps, id, e.time, i, 3);
+                    this.close(this.segs, this.segOps, id, e.time, i, 3, e.action);
                     /* The rest of the piece lives on as a piece of its own. */
                     const rest = { time: e.time, addr: at + left, size: sz - left,
                         stream: c.stream[id], stack: c.stack[id], category: c.category[id],
@@ -274,14 +281,15 @@ function memtraceReplayFactory() {
                      * its interval ends here. */
                     const over = this.liveSegs.get(at + left);
                     if (over !== undefined)
-                        this.close(this.segs, this.segOps, over, e.time, i, 2);
+                        this.close(this.segs, this.segOps, over, e.time, i, 2, e.action);
                     const rid = this.open(this.segs, this.segOps, rest, i);
+                    this.segs.c.act0[rid] = 255; /* not an event of its own */
                     this.liveSegs.set(at + left, rid);
                     freed += left;
                     break;
                 }
                 this.liveSegs.delete(at);
-                this.close(this.segs, this.segOps, id, e.time, i, 1);
+                this.close(this.segs, this.segOps, id, e.time, i, 1, e.action);
                 freed += sz;
                 if (left === 0 || sz === left || sz === 0)
                     break;
@@ -360,13 +368,14 @@ function memtraceReplayFactory() {
 
     /* The ArrayBuffers of a model, for postMessage's transfer list. */
     /* Per stack [bytes, count] of the model's blocks live just after event ev (the
-     * peak's, for the stacks at the peak: rule 12), as a Map; empty for ev null. */
-    function stacksAt(blocks, ev) {
+     * peak's, for the stacks at the peak: rule 12), as a Map; empty for ev null.
+     * keep(id), when given, chooses the blocks counted. */
+    function stacksAt(blocks, ev, keep) {
         const out = new Map();
         if (ev === null || ev === undefined)
             return out;
         for (let id = 0; id < blocks.n; id++) {
-            if (blocks.ev0[id] > ev || (blocks.ended[id] !== 0 && blocks.ev1[id] <= ev))
+            if (blocks.ev0[id] > ev || (blocks.ended[id] !== 0 && blocks.ev1[id] <= ev) || (keep && !keep(id)))
                 continue;
             const g = out.get(blocks.stack[id]) || [0, 0];
             g[0] += blocks.size[id];

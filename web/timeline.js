@@ -197,7 +197,8 @@ function memtraceTimelineFactory() {
     const PALE = rgba32([200, 205, 215], 255);
     const DIM = rgba32([228, 228, 228], 255);
 
-    /* Draws one device's blocks into an RGBA buffer. view: {t0, t1, device}. */
+    /* Draws one device's blocks into an RGBA buffer. view: {t0, t1, device, stream}
+     * (stream null or absent: every stream). */
     class Timeline {
         constructor(model) {
             this.m = model;
@@ -227,7 +228,7 @@ function memtraceTimelineFactory() {
 
         /* Per column: the level at its end and the highest level within it. */
         levels(view, W) {
-            const ix = this.index, c = this.m.blocks, dev = view.device;
+            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
             const dt = (view.t1 - view.t0) / W;
             const end = new Float64Array(W), max = new Float64Array(W);
             let k = ix.opAt(view.t0);
@@ -236,7 +237,7 @@ function memtraceTimelineFactory() {
             const live = ix.live;
             for (let i = 0; i < live.len; i++) {
                 const id = live.arr[i];
-                if (id >= 0 && (dev === null || c.device[id] === dev))
+                if (id >= 0 && (dev === null || c.device[id] === dev) && (st === null || c.stream[id] === st))
                     cur += c.size[id];
             }
             const n = ix.ops.length;
@@ -246,7 +247,7 @@ function memtraceTimelineFactory() {
                 while (k < n && ix.T[k] < tEnd) {
                     const v = ix.ops[k++];
                     const id = v > 0 ? v - 1 : -v - 1;
-                    if (dev !== null && c.device[id] !== dev)
+                    if ((dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
                         continue;
                     if (v > 0) {
                         cur += c.size[id];
@@ -276,7 +277,7 @@ function memtraceTimelineFactory() {
                 top = view.yMax;
             const scale = top > base ? (H - 1) / (top - base) : 0;
             pixels.fill(bg);
-            const ix = this.index, c = this.m.blocks, dev = view.device;
+            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
             const dt = (view.t1 - view.t0) / W;
             let k = ix.opAt(view.t0);
             ix.seek(k);
@@ -300,7 +301,7 @@ function memtraceTimelineFactory() {
                 let y = 0, smallFrom = -1;
                 for (let i = 0; i < live.len; i++) {
                     const id = live.arr[i];
-                    if (id < 0 || (dev !== null && c.device[id] !== dev))
+                    if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
                         continue;
                     const s = c.size[id];
                     if (s * scale < this.minPx) {
@@ -328,7 +329,7 @@ function memtraceTimelineFactory() {
         /* What is under pixel column x at byte level bytes: {kind: 'block', id},
          * {kind: 'aggregate', count, bytes, from}, {kind: 'transient', ...} or null. */
         hit(view, W, x, bytes, scale, levels) {
-            const ix = this.index, c = this.m.blocks, dev = view.device;
+            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
             const dt = (view.t1 - view.t0) / W;
             const tEnd = view.t0 + (x + 1) * dt;
             ix.seek(ix.opAt(tEnd));
@@ -336,7 +337,7 @@ function memtraceTimelineFactory() {
             let y = 0, agg = null;
             for (let i = 0; i < live.len; i++) {
                 const id = live.arr[i];
-                if (id < 0 || (dev !== null && c.device[id] !== dev))
+                if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
                     continue;
                 const s = c.size[id];
                 const small = s * scale < this.minPx;
@@ -365,9 +366,9 @@ function memtraceTimelineFactory() {
     }
 
     /* Per column maxima of a level over the whole time range: the minimap's curve. */
-    function overview(tl, device, W) {
+    function overview(tl, device, W, stream) {
         const span = Math.max(1, tl.m.t_max - tl.m.t_min);
-        return tl.levels({ t0: 0, t1: span, device }, W).max;
+        return tl.levels({ t0: 0, t1: span, device, stream: stream === undefined ? null : stream }, W).max;
     }
 
     return { Timeline, Index, overview, hashColor };

@@ -3,6 +3,8 @@
  *   gen-web DIR
  * DIR/basic.memtrace     a small training loop (the figures are in web-t.mjs)
  * DIR/hostile.memtrace   markup in frame, file, category, annotation and meta strings
+ * DIR/streams.memtrace   two streams, bytes rounded up from those requested, and an
+ *                        annotation range and a mark (figures in streams-t.mjs)
  * DIR/rules.memtrace     every replay rule once: replaced and unmatched frees,
  *                        segment pieces unmapped across pieces and in part
  * DIR/random.memtrace    random events with edge values, and DIR/random.txt the same
@@ -157,6 +159,54 @@ static void hostile(const char *dir, const char *name)
     mt_writer_end(w, "{\"events\":4034}");
 }
 
+/* Stream 1: A 10 MiB (512 bytes of rounding) at 1 ms, B 6 MiB at 2 ms freed at 5 ms;
+ * stream 2: C 8 MiB (4 KiB of rounding) at 3 ms freed at 7 ms, D 4 MiB at 6 ms freed
+ * at 8 ms; all in one 64 MiB segment. Peaks: 24 MiB in all at 3 ms (event 4), 16 MiB
+ * on stream 1 (event 3), 12 MiB on stream 2 (event 7). "phase A" runs from 1.5 ms to
+ * 4 ms, "checkpoint" marks 6.5 ms. */
+static void streams(const char *dir)
+{
+    struct mt_writer *w = open_or_die(dir, "streams.memtrace");
+    const char *s[14] = {"libtrain.so",  "alloc_weights", "model.c",           "train_step",
+                         "train.c",      "main",          "alloc_activations", "layers.c",
+                         "weights",      "activations",   "phase A",           "checkpoint",
+                         "small_tensor", "tensors.c"};
+    tables(w, s);
+    struct evbuf b = {0};
+    const uint64_t ms = 1000000;
+    struct memtrace_event *e = push(&b, MEMTRACE_SEGMENT_ALLOC, T0, BASE, 64 * MIB);
+    e->stream = 1;
+    e = push(&b, MEMTRACE_ALLOC, T0 + 1 * ms, BASE, 10 * MIB);
+    e->stream = 1;
+    e->stack = 3;
+    e->requested_size = 10 * MIB - 512;
+    e = push(&b, MEMTRACE_ANNOTATE, T0 + 3 * ms / 2, 0, 0);
+    e->category = 11;
+    e->aux = MEMTRACE_ANNOTATE_PUSH;
+    e = push(&b, MEMTRACE_ALLOC, T0 + 2 * ms, BASE + 16 * MIB, 6 * MIB);
+    e->stream = 1;
+    e->stack = 4;
+    e = push(&b, MEMTRACE_ALLOC, T0 + 3 * ms, BASE + 32 * MIB, 8 * MIB);
+    e->stream = 2;
+    e->stack = 5;
+    e->requested_size = 8 * MIB - 4096;
+    e = push(&b, MEMTRACE_ANNOTATE, T0 + 4 * ms, 0, 0);
+    e->category = 11;
+    e->aux = MEMTRACE_ANNOTATE_POP;
+    push(&b, MEMTRACE_FREE_COMPLETED, T0 + 5 * ms, BASE + 16 * MIB, 6 * MIB)->stream = 1;
+    e = push(&b, MEMTRACE_ALLOC, T0 + 6 * ms, BASE + 48 * MIB, 4 * MIB);
+    e->stream = 2;
+    e->stack = 4;
+    e = push(&b, MEMTRACE_ANNOTATE, T0 + 13 * ms / 2, 0, 0);
+    e->category = 12;
+    e->aux = MEMTRACE_ANNOTATE_MARK;
+    push(&b, MEMTRACE_FREE_COMPLETED, T0 + 7 * ms, BASE + 32 * MIB, 8 * MIB)->stream = 2;
+    push(&b, MEMTRACE_FREE_COMPLETED, T0 + 8 * ms, BASE + 48 * MIB, 4 * MIB)->stream = 2;
+    mt_writer_events(w, b.ev, b.n);
+    free(b.ev);
+    mt_writer_end(w, "{}");
+}
+
 static void rules(const char *dir)
 {
     struct mt_writer *w = open_or_die(dir, "rules.memtrace");
@@ -245,6 +295,7 @@ int main(int argc, char **argv)
     basic(argv[1]);
     hostile(argv[1], "hostile.memtrace");
     hostile(argv[1], "<img src=x onerror=\"window.__hostile=12\">.memtrace");
+    streams(argv[1]);
     rules(argv[1]);
     random_events(argv[1]);
     return 0;
