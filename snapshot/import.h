@@ -37,6 +37,8 @@ void mt_intern_free(struct mt_intern *in);
 
 /* Ids in the output file (0 for "" and on exhausted memory, which sets in->nomem). */
 uint32_t mt_intern_string(struct mt_intern *in, const char *s);
+/* The same for the n bytes at s (no NUL among them). */
+uint32_t mt_intern_stringn(struct mt_intern *in, const char *s, size_t n);
 uint32_t mt_intern_frame(struct mt_intern *in, const struct mt_frame_rec *f);
 /* The node (parent, frame): parent 0 is the root. */
 uint32_t mt_intern_stack(struct mt_intern *in, uint32_t parent, uint32_t frame);

@@ -973,7 +973,27 @@ const struct mt_pv *mt_pv_at(const struct mt_pv *v, size_t k)
     return k < mt_pv_len(v) ? &v->u.c->items[k] : NULL;
 }
 
+static json_t *to_json(const struct mt_pv *v, const char *const *skip);
+
 json_t *mt_pv_to_json(const struct mt_pv *v)
+{
+    return to_json(v, NULL);
+}
+
+json_t *mt_pv_to_json_without(const struct mt_pv *v, const char *const *skip)
+{
+    return to_json(v, skip);
+}
+
+static int skipped(const char *k, const char *const *skip)
+{
+    for (; skip && *skip; skip++)
+        if (strcmp(k, *skip) == 0)
+            return 1;
+    return 0;
+}
+
+static json_t *to_json(const struct mt_pv *v, const char *const *skip)
 {
     char text[MT_PICKLE_MAX_LONG * 3 + 3];
     json_t *j = NULL;
@@ -1012,6 +1032,10 @@ json_t *mt_pv_to_json(const struct mt_pv *v)
                 ks = strdup(text);
             } else
                 ks = strndup(key->u.s, key->n);
+            if (ks && skipped(ks, skip)) {
+                free(ks);
+                continue;
+            }
             if (!ks || json_object_set_new(j, ks, mt_pv_to_json(&v->u.c->items[k + 1])) != 0) {
                 json_decref(j);
                 j = NULL;

@@ -119,6 +119,8 @@ const char *mt_pv_str(const struct mt_pv *v, size_t *n);
 /* v as a jansson tree (a new reference, NULL when out of memory): wide integers as
  * their decimal text, integer keys as theirs. */
 json_t *mt_pv_to_json(const struct mt_pv *v);
+/* The same for dict v less its keys in skip (NULL-terminated). */
+json_t *mt_pv_to_json_without(const struct mt_pv *v, const char *const *skip);
 /* A jansson tree as values: strings point into j, which must outlive *out. 0 or
  * MEMTRACE_ENOMEM. */
 int mt_pv_from_json(json_t *j, struct mt_pv *out);
