@@ -131,8 +131,23 @@ static int fail(struct mt_pickle_error *err, int code, uint64_t off, const char 
     return code;
 }
 
-static uint64_t le(const unsigned char *p, int n)
+static inline uint64_t le(const unsigned char *p, int n)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* the widths of the hot opcodes, as single loads */
+    if (n == 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    if (n == 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    if (n == 1)
+        return p[0];
+#endif
     uint64_t v = 0;
     for (int k = n - 1; k >= 0; k--)
         v = v << 8 | p[k];
@@ -176,6 +191,8 @@ struct scan {
     uint64_t *bits;
     uint32_t *rank;
     size_t nwords, nslots;
+    uint32_t *direct; /* slot + 1 by id, when small enough to keep (the usual case) */
+    size_t ndirect;
 };
 
 static int mark_fetched(struct scan *s, uint64_t id)
@@ -199,6 +216,8 @@ static int mark_fetched(struct scan *s, uint64_t id)
 /* The dense memo slot of id, or SIZE_MAX when id is never fetched. */
 static inline size_t slot_of(const struct scan *s, uint64_t id)
 {
+    if (id < s->ndirect)
+        return (size_t)s->direct[id] - 1;
     size_t w = (size_t)(id >> 6);
     if (w >= s->nwords)
         return SIZE_MAX;
@@ -264,6 +283,20 @@ static int scan(const unsigned char *buf, size_t len, int drop, struct scan *s,
                 s->rank[w] = (uint32_t)s->nslots;
                 s->nslots += (size_t)__builtin_popcountll(s->bits[w]);
             }
+            /* a table by id spares the rank's popcount on every fetch; it costs 4
+             * bytes an id up to the highest fetched, so only while that is small
+             * beside the input */
+            size_t top = s->nwords * 64;
+            while (top > 0 && !(s->bits[(top - 1) >> 6] & 1ull << ((top - 1) & 63)))
+                top--;
+            if (top * sizeof(uint32_t) <= len / 4 + 4096 && top > 0 &&
+                (s->direct = calloc(top, sizeof(uint32_t))) != NULL) {
+                size_t slot = 0;
+                for (size_t id = 0; id < top; id++)
+                    if (s->bits[id >> 6] & 1ull << (id & 63))
+                        s->direct[id] = (uint32_t)++slot;
+                s->ndirect = top;
+            }
             return 0;
         }
         i += 1 + (size_t)a;
@@ -288,26 +321,53 @@ static inline void pv_ref(const struct mt_pv *v)
         v->u.c->refs++;
 }
 
+/* Boxes freed while a read runs wait here, items array and all, for the next one:
+ * a streamed read makes and frees a few boxes per entry, millions in all. */
+#define SPARE_MAX 1024
+static _Thread_local struct mt_pbox *spare[SPARE_MAX];
+static _Thread_local size_t nspare;
+static _Thread_local int keep_spare;
+
+static void drain_spare(void)
+{
+    while (nspare) {
+        struct mt_pbox *b = spare[--nspare];
+        free(b->items);
+        free(b);
+    }
+}
+
 void mt_pv_release(struct mt_pv *v)
 {
     if (is_box(v) && --v->u.c->refs == 0) {
         struct mt_pbox *b = v->u.c;
         for (size_t k = 0; k < b->n; k++)
             mt_pv_release(&b->items[k]);
-        free(b->items);
-        free(b);
+        if (keep_spare && nspare < SPARE_MAX && b->cap <= 64)
+            spare[nspare++] = b;
+        else {
+            free(b->items);
+            free(b);
+        }
     }
     v->type = MT_PV_NONE;
 }
 
 static struct mt_pbox *new_box(uint8_t kind)
 {
-    struct mt_pbox *b = calloc(1, sizeof(*b));
-    if (b) {
-        b->refs = 1;
-        b->kind = kind;
-        b->height = 1;
-    }
+    struct mt_pbox *b;
+    if (nspare) {
+        b = spare[--nspare];
+        struct mt_pv *items = b->items;
+        size_t cap = b->cap;
+        memset(b, 0, sizeof(*b));
+        b->items = items;
+        b->cap = cap;
+    } else if ((b = calloc(1, sizeof(*b))) == NULL)
+        return NULL;
+    b->refs = 1;
+    b->kind = kind;
+    b->height = 1;
     return b;
 }
 
@@ -391,45 +451,49 @@ static int is_role(const struct mt_pv *v, uint8_t role)
 }
 
 /* Guesses the place of box b, about to sit at stack position p (see the top). */
-static void guess(struct vm *v, struct mt_pbox *b, size_t p)
+static uint8_t role_of(const struct vm *v, uint8_t kind, size_t p, int32_t *index)
 {
-    if (!v->o || !v->o->item || v->again)
-        return;
+    if (!v->o || v->again)
+        return ROLE_NONE;
     size_t m = v->nmarks ? v->marks[v->nmarks - 1] : SIZE_MAX;
-    if (p == 0) {
-        if (b->kind == MT_PV_DICT && !v->root && v->nmarks == 0) {
-            b->role = ROLE_ROOT;
-            b->refs++;
-            v->root = b;
-        }
-        return;
-    }
-    if (b->kind != MT_PV_LIST || !v->root)
-        return;
+    if (p == 0)
+        return kind == MT_PV_DICT && !v->root && v->nmarks == 0 ? ROLE_ROOT : ROLE_NONE;
+    if (kind != MT_PV_LIST || !v->root)
+        return ROLE_NONE;
     const struct mt_pv *s = v->stack;
     if (!v->lists && str_is(&s[p - 1], v->o->key) &&
         ((m != SIZE_MAX && m >= 1 && m <= p && is_role(&s[m - 1], ROLE_ROOT) && (p - m) % 2) ||
-         (p >= 2 && is_role(&s[p - 2], ROLE_ROOT) && (m == SIZE_MAX || m <= p - 2)))) {
-        b->role = ROLE_LISTS;
-        b->refs++;
-        v->lists = b;
-        return;
-    }
+         (p >= 2 && is_role(&s[p - 2], ROLE_ROOT) && (m == SIZE_MAX || m <= p - 2))))
+        return ROLE_LISTS;
     if (!v->lists || v->lists->frozen)
-        return;
+        return ROLE_NONE;
     if (m != SIZE_MAX && m >= 1 && m <= p && s[m - 1].type == MT_PV_LIST &&
         s[m - 1].u.c == v->lists) {
-        b->role = ROLE_STREAM;
-        b->index = (int32_t)(v->lists->n + (p - m));
-    } else if (s[p - 1].type == MT_PV_LIST && s[p - 1].u.c == v->lists) {
-        b->role = ROLE_STREAM;
-        b->index = (int32_t)v->lists->n;
+        *index = (int32_t)(v->lists->n + (p - m));
+        return ROLE_STREAM;
+    }
+    if (s[p - 1].type == MT_PV_LIST && s[p - 1].u.c == v->lists) {
+        *index = (int32_t)v->lists->n;
+        return ROLE_STREAM;
+    }
+    return ROLE_NONE;
+}
+
+static void guess(struct vm *v, struct mt_pbox *b, size_t p)
+{
+    b->role = role_of(v, b->kind, p, &b->index);
+    if (b->role == ROLE_ROOT || b->role == ROLE_LISTS) {
+        b->refs++;
+        *(b->role == ROLE_ROOT ? &v->root : &v->lists) = b;
     }
 }
 
 /* Puts child into parent's bookkeeping: parent must not be frozen, child freezes. key
  * is the child's key in a dict parent. */
-static int adopt(struct vm *v, struct mt_pbox *p, const struct mt_pv *child, const struct mt_pv *key)
+static int adopt_role(struct vm *v, struct mt_pbox *p, struct mt_pbox *c, const struct mt_pv *key);
+
+static inline int adopt(struct vm *v, struct mt_pbox *p, const struct mt_pv *child,
+                        const struct mt_pv *key)
 {
     if (p->frozen || (is_box(child) && child->u.c == p))
         return bad(v, "a container changed after it was put inside another");
@@ -438,22 +502,28 @@ static int adopt(struct vm *v, struct mt_pbox *p, const struct mt_pv *child, con
     struct mt_pbox *c = child->u.c;
     c->frozen = 1;
     uint32_t h = (uint32_t)c->height + 1;
-    if (h > p->height)
+    if (h > p->height) {
+        if (h > MT_PICKLE_MAX_DEPTH)
+            return fail(v->err, MEMTRACE_EFORMAT, v->off,
+                        "pickle nests deeper than %d at offset %zu; refused", MT_PICKLE_MAX_DEPTH,
+                        v->off);
         p->height = (uint8_t)h;
-    if (p->height > MT_PICKLE_MAX_DEPTH)
-        return fail(v->err, MEMTRACE_EFORMAT, v->off, "pickle nests deeper than %d at offset %zu; refused",
-                    MT_PICKLE_MAX_DEPTH, v->off);
-    if (c->role && !v->again) {
-        if (c->adopted++)
+    }
+    return c->role && !v->again ? adopt_role(v, p, c, key) : 0;
+}
+
+/* The checks of a guess when its box is put in place. */
+static int adopt_role(struct vm *v, struct mt_pbox *p, struct mt_pbox *c, const struct mt_pv *key)
+{
+    if (c->adopted++)
+        return again(v);
+    if (c->role == ROLE_LISTS && (p != v->root || !key || !str_is(key, v->o->key)))
+        return again(v);
+    if (c->role == ROLE_STREAM) {
+        if (p != v->lists || (size_t)c->index != p->n)
             return again(v);
-        if (c->role == ROLE_LISTS && (p != v->root || !key || !str_is(key, v->o->key)))
-            return again(v);
-        if (c->role == ROLE_STREAM) {
-            if (p != v->lists || (size_t)c->index != p->n)
-                return again(v);
-            if (c->streamed)
-                v->placed++;
-        }
+        if (c->streamed)
+            v->placed++;
     }
     return 0;
 }
@@ -464,6 +534,14 @@ static int append_range(struct vm *v, const struct mt_pv *a, size_t from)
     if (a->type != MT_PV_LIST)
         return bad(v, "APPEND to something not a list");
     struct mt_pbox *b = a->u.c;
+    if (b->role != ROLE_STREAM && b->cap - b->n < v->n - from) {
+        size_t cap = b->n + (v->n - from);
+        struct mt_pv *it = realloc(b->items, cap * sizeof(*it));
+        if (it) {
+            b->items = it;
+            b->cap = cap;
+        }
+    }
     for (size_t k = from; k < v->n; k++) {
         int rc = adopt(v, b, &v->stack[k], NULL);
         if (rc == 0 && b->role == ROLE_STREAM && !v->again) {
@@ -885,6 +963,7 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
     v.err = err;
     v.sc = &sc;
     v.o = opts && opts->item && opts->key ? opts : NULL;
+    keep_spare = 1;
     v.memo = calloc(sc.nslots ? sc.nslots : 1, sizeof(*v.memo));
     if (!v.memo) {
         rc = nomem(&v);
@@ -934,6 +1013,9 @@ out:
     free(v.marks);
     free(sc.bits);
     free(sc.rank);
+    free(sc.direct);
+    keep_spare = 0;
+    drain_spare();
     return rc;
 }
 

@@ -75,7 +75,7 @@ struct mt_pbox {
     size_t streamed; /* items handed to the stream callback */
     int32_t index;   /* the reader's own bookkeeping from here */
     uint32_t adopted;
-    uint8_t kind, frozen, role, height;
+    uint8_t kind, frozen, role, height, shared;
 };
 
 /* How a read streams; all fields may be 0. */
