@@ -170,6 +170,18 @@ static const unsigned char arg_shape[256] = {
     [OP_BINUNICODE] = VAR | 4,                     [OP_BINUNICODE8] = VAR | 8,
 };
 
+/* 1 + the argument's width of the opcodes the scan passes without a look: fixed
+ * widths, neither PROTO, STOP nor a fetch. */
+static const unsigned char plain_step[256] = {
+    [OP_MARK] = 1,        [OP_POP] = 1,         [OP_POP_MARK] = 1,     [OP_NONE] = 1,
+    [OP_APPEND] = 1,      [OP_DICT] = 1,        [OP_APPENDS] = 1,      [OP_LIST] = 1,
+    [OP_SETITEM] = 1,     [OP_TUPLE] = 1,       [OP_SETITEMS] = 1,     [OP_EMPTY_DICT] = 1,
+    [OP_EMPTY_LIST] = 1,  [OP_EMPTY_TUPLE] = 1, [OP_TUPLE1] = 1,       [OP_TUPLE2] = 1,
+    [OP_TUPLE3] = 1,      [OP_NEWTRUE] = 1,     [OP_NEWFALSE] = 1,     [OP_MEMOIZE] = 1,
+    [OP_BININT1] = 2,     [OP_BINPUT] = 2,      [OP_BININT2] = 3,      [OP_BININT] = 5,
+    [OP_LONG_BINPUT] = 5, [OP_BINFLOAT] = 9,    [OP_FRAME] = 9,
+};
+
 /* Bytes of op's argument at p (left bytes after the opcode), or -1 when op is not
  * one of ours, -2 when the argument runs past the end. */
 static inline int64_t arg_len(unsigned op, const unsigned char *p, size_t left)
@@ -229,10 +241,11 @@ static inline size_t slot_of(const struct scan *s, uint64_t id)
 
 /* Gives back the pages of buf below upto (a read-only file mapping: they read again
  * from the file if touched). */
+#define DROP_STEP ((size_t)16 << 20)
+
 static void drop_pages(const unsigned char *buf, size_t upto, size_t *dropped)
 {
-    static const size_t step = 16u << 20;
-    if (upto < *dropped + step)
+    if (upto < *dropped + DROP_STEP)
         return;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t end = upto / page * page;
@@ -246,8 +259,32 @@ static void drop_pages(const unsigned char *buf, size_t upto, size_t *dropped)
 static int scan(const unsigned char *buf, size_t len, int drop, struct scan *s,
                 struct mt_pickle_error *err)
 {
-    size_t i = 0, dropped = 0;
+    size_t i = 0, dropped = 0, next_drop = DROP_STEP;
     while (i < len) {
+        /* the common opcodes, far from the end: fixed widths, nothing to check */
+        while (i + 9 < len && i < next_drop) {
+            unsigned st = plain_step[buf[i]];
+            if (st) {
+                i += st;
+                continue;
+            }
+            if (buf[i] == OP_LONG_BINGET || buf[i] == OP_BINGET) {
+                uint64_t id = buf[i] == OP_BINGET ? buf[i + 1] : le(buf + i + 1, 4);
+                if (id < len && mark_fetched(s, id) != 0)
+                    return fail(err, MEMTRACE_ENOMEM, i, "out of memory reading the pickle");
+                i += buf[i] == OP_BINGET ? 2 : 5;
+                continue;
+            }
+            break;
+        }
+        if (i >= next_drop) {
+            if (drop)
+                drop_pages(buf, i, &dropped);
+            next_drop = i + DROP_STEP;
+            continue;
+        }
+        if (i >= len)
+            break;
         unsigned op = buf[i];
         int64_t a = arg_len(op, buf + i + 1, len - i - 1);
         if (a < 0) {
@@ -300,8 +337,6 @@ static int scan(const unsigned char *buf, size_t len, int drop, struct scan *s,
             return 0;
         }
         i += 1 + (size_t)a;
-        if (drop)
-            drop_pages(buf, i, &dropped);
     }
     return fail(err, MEMTRACE_EFORMAT, len, "pickle truncated: no STOP opcode before the end");
 }
@@ -402,6 +437,8 @@ struct vm {
     struct mt_pbox *root, *lists; /* the guesses, each holding a reference */
     size_t streaming, placed;     /* lists that streamed items; those of them put in place */
     int again;
+    uint64_t epoch; /* bumped when a memo slot is put again: the runs cached go stale */
+    struct runs *runs;
 };
 
 static int nomem(struct vm *v)
@@ -528,11 +565,15 @@ static int adopt_role(struct vm *v, struct mt_pbox *p, struct mt_pbox *c, const 
     return 0;
 }
 
+static int unshare(struct vm *v, struct mt_pv *a);
+
 /* Appends stack[from..n) to the list at a, or streams them. */
-static int append_range(struct vm *v, const struct mt_pv *a, size_t from)
+static int append_range(struct vm *v, struct mt_pv *a, size_t from)
 {
     if (a->type != MT_PV_LIST)
         return bad(v, "APPEND to something not a list");
+    if (a->u.c->shared && unshare(v, a) != 0)
+        return nomem(v);
     struct mt_pbox *b = a->u.c;
     if (b->role != ROLE_STREAM && b->cap - b->n < v->n - from) {
         size_t cap = b->n + (v->n - from);
@@ -773,6 +814,8 @@ static int memo_set(struct vm *v, uint64_t id)
     size_t s = slot_of(v->sc, id);
     if (s == SIZE_MAX)
         return 0; /* never fetched: nothing to keep */
+    if (v->memo[s].type != EMPTY)
+        v->epoch++;
     mt_pv_release(&v->memo[s]);
     v->memo[s] = v->stack[v->n - 1];
     pv_ref(&v->memo[s]);
@@ -786,6 +829,163 @@ static inline int memo_get(struct vm *v, uint64_t id)
         return bad(v, "memo id not defined");
     pv_ref(&v->memo[s]);
     return push(v, &v->memo[s]);
+}
+
+/* Lists made of a run of memo fetches (PyTorch's frames lists: the same frame dicts,
+ * fetched again entry after entry) are read once per distinct run of bytes while no
+ * memo slot changes: the box built the first time is handed out again. It is the
+ * same tree Python builds, less the copies; a shared box about to change is copied
+ * first (unshare), so no reader of the tree can tell. */
+static const unsigned char get_step[256] = {[OP_BINGET] = 2, [OP_LONG_BINGET] = 5};
+
+#define RUNS_CAP 32768 /* slots; at most half of them used */
+#define RUN_MAX 8192   /* bytes of one run */
+
+struct runs {
+    uint64_t hash[RUNS_CAP];
+    const unsigned char *at[RUNS_CAP];
+    uint32_t len[RUNS_CAP];
+    struct mt_pbox *box[RUNS_CAP];
+    size_t n;
+    uint64_t epoch;
+};
+
+static void runs_clear(struct runs *r)
+{
+    for (size_t k = 0; k < RUNS_CAP; k++)
+        if (r->box[k]) {
+            struct mt_pv x = {.type = MT_PV_LIST, .u.c = r->box[k]};
+            mt_pv_release(&x);
+            r->box[k] = NULL;
+            r->len[k] = 0;
+        }
+    r->n = 0;
+}
+
+static uint64_t hash_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t w;
+        memcpy(&w, p + k, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    for (; k < n; k++)
+        h = (h ^ p[k]) * 0x100000001b3ull;
+    return h;
+}
+
+static int unshare(struct vm *v, struct mt_pv *a)
+{
+    struct mt_pbox *s = a->u.c, *b = new_box(MT_PV_LIST);
+    (void)v;
+    if (!b)
+        return -1;
+    for (size_t k = 0; k < s->n; k++) {
+        if (box_add(b, &s->items[k]) != 0) {
+            struct mt_pv x = {.type = MT_PV_LIST, .u.c = b};
+            mt_pv_release(&x);
+            return -1;
+        }
+        pv_ref(&s->items[k]);
+    }
+    b->height = s->height;
+    mt_pv_release(a);
+    a->type = MT_PV_LIST;
+    a->u.c = b;
+    return 0;
+}
+
+/* At an EMPTY_LIST at pos: EMPTY_LIST [a memo put never fetched] MARK (BINGET |
+ * LONG_BINGET)+ APPENDS, not followed by another MARK. Pushes the list and sets *next
+ * past it, or returns 0 and leaves everything to the opcodes one by one (which also
+ * give any error). */
+static int run_list(struct vm *v, size_t pos, size_t *next)
+{
+    const unsigned char *b = v->buf;
+    size_t i = pos + 1, len = v->len;
+    int memoize = 0;
+    if (i < len && b[i] == OP_MEMOIZE) {
+        if (slot_of(v->sc, v->next_memo) != SIZE_MAX)
+            return 0;
+        memoize = 1;
+        i++;
+    } else if (i + 1 < len && (b[i] == OP_BINPUT || b[i] == OP_LONG_BINPUT)) {
+        int w = b[i] == OP_BINPUT ? 1 : 4;
+        if (i + (size_t)w >= len)
+            return 0;
+        uint64_t id = le(b + i + 1, w);
+        if (id >= len || slot_of(v->sc, id) != SIZE_MAX)
+            return 0;
+        i += 1 + (size_t)w;
+    }
+    if (i >= len || b[i] != OP_MARK)
+        return 0;
+    size_t run = ++i;
+    unsigned st;
+    while (i + 5 <= len && (st = get_step[b[i]]) != 0)
+        i += st;
+    if (i >= len || b[i] != OP_APPENDS || i == run || i - run > RUN_MAX ||
+        (i + 1 < len && b[i + 1] == OP_MARK))
+        return 0;
+    int32_t index;
+    if (role_of(v, MT_PV_LIST, v->n, &index) != ROLE_NONE)
+        return 0;
+    if (!v->runs && (v->runs = calloc(1, sizeof(*v->runs))) == NULL)
+        return 0;
+    struct runs *r = v->runs;
+    if (r->epoch != v->epoch) {
+        runs_clear(r);
+        r->epoch = v->epoch;
+    }
+    size_t n = i - run;
+    uint64_t h = hash_bytes(b + run, n);
+    size_t slot = (size_t)h & (RUNS_CAP - 1);
+    while (r->len[slot] &&
+           !(r->hash[slot] == h && r->len[slot] == n && memcmp(r->at[slot], b + run, n) == 0))
+        slot = (slot + 1) & (RUNS_CAP - 1);
+    struct mt_pv x = {.type = MT_PV_LIST};
+    if (r->len[slot]) {
+        x.u.c = r->box[slot];
+        x.u.c->refs++;
+    } else {
+        struct mt_pbox *box = new_box(MT_PV_LIST);
+        if (!box)
+            return 0;
+        x.u.c = box;
+        for (size_t k = run; k < i; k += b[k] == OP_BINGET ? 2 : 5) {
+            size_t s = slot_of(v->sc, le(b + k + 1, b[k] == OP_BINGET ? 1 : 4));
+            const struct mt_pv *it = s == SIZE_MAX ? NULL : &v->memo[s];
+            if (!it || it->type == EMPTY || (is_box(it) && it->u.c->height + 1 > MT_PICKLE_MAX_DEPTH) ||
+                box_add(box, it) != 0) {
+                mt_pv_release(&x);
+                return 0;
+            }
+            pv_ref(it);
+            if (is_box(it)) {
+                it->u.c->frozen = 1;
+                if (it->u.c->height + 1 > box->height)
+                    box->height = (uint8_t)(it->u.c->height + 1);
+            }
+        }
+        if (r->n < RUNS_CAP / 2) {
+            box->shared = 1;
+            box->refs++;
+            r->hash[slot] = h;
+            r->at[slot] = b + run;
+            r->len[slot] = (uint32_t)n;
+            r->box[slot] = box;
+            r->n++;
+        }
+    }
+    if (push(v, &x) != 0)
+        return 0;
+    if (memoize)
+        v->next_memo++;
+    *next = i + 1;
+    return 1;
 }
 
 static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, int *stop)
@@ -972,17 +1172,22 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
     for (size_t k = 0; k < sc.nslots; k++)
         v.memo[k].type = EMPTY;
     int stop = 0;
-    size_t pos = 0, dropped = 0;
+    size_t pos = 0, dropped = 0, next_drop = DROP_STEP;
     while (!stop) {
+        if (pos >= next_drop) {
+            if (drop)
+                drop_pages(buf, pos, &dropped);
+            next_drop = pos + DROP_STEP;
+        }
         v.off = pos;
         unsigned op = buf[pos];
+        if (op == OP_EMPTY_LIST && run_list(&v, pos, &pos))
+            continue;
         int64_t a = arg_len(op, buf + pos + 1, len - pos - 1); /* checked by the scan */
         rc = step(&v, op, buf + pos + 1, (size_t)a, &stop);
         if (rc)
             goto out;
         pos += 1 + (size_t)a;
-        if (drop)
-            drop_pages(buf, pos, &dropped);
     }
     if (v.n != 1) {
         rc = bad(&v, "STOP with other than one value on the stack");
@@ -1008,6 +1213,9 @@ out:
     g.u.c = v.lists;
     if (v.lists)
         mt_pv_release(&g);
+    if (v.runs)
+        runs_clear(v.runs);
+    free(v.runs);
     free(v.memo);
     free(v.stack);
     free(v.marks);
