@@ -207,20 +207,28 @@ struct scan {
     size_t ndirect;
 };
 
-static int mark_fetched(struct scan *s, uint64_t id)
+static int mark_grow(struct scan *s, uint64_t id);
+
+static inline int mark_fetched(struct scan *s, uint64_t id)
 {
     size_t w = (size_t)(id >> 6);
-    if (w >= s->nwords) {
-        size_t n = s->nwords ? s->nwords : 64;
-        while (n <= w)
-            n *= 2;
-        uint64_t *b = realloc(s->bits, n * sizeof(*b));
-        if (!b)
-            return -1;
-        memset(b + s->nwords, 0, (n - s->nwords) * sizeof(*b));
-        s->bits = b;
-        s->nwords = n;
-    }
+    if (w >= s->nwords)
+        return mark_grow(s, id);
+    s->bits[w] |= 1ull << (id & 63);
+    return 0;
+}
+
+static int mark_grow(struct scan *s, uint64_t id)
+{
+    size_t w = (size_t)(id >> 6), n = s->nwords ? s->nwords : 64;
+    while (n <= w)
+        n *= 2;
+    uint64_t *b = realloc(s->bits, n * sizeof(*b));
+    if (!b)
+        return -1;
+    memset(b + s->nwords, 0, (n - s->nwords) * sizeof(*b));
+    s->bits = b;
+    s->nwords = n;
     s->bits[w] |= 1ull << (id & 63);
     return 0;
 }
@@ -262,20 +270,25 @@ static int scan(const unsigned char *buf, size_t len, int drop, struct scan *s,
     size_t i = 0, dropped = 0, next_drop = DROP_STEP;
     while (i < len) {
         /* the common opcodes, far from the end: fixed widths, nothing to check */
+        /* (branches rather than a table for the fetches: a predicted branch lets
+         * the loads run ahead, a width read from a table makes each wait) */
         while (i + 9 < len && i < next_drop) {
-            unsigned st = plain_step[buf[i]];
-            if (st) {
+            uint64_t id;
+            if (buf[i] == OP_LONG_BINGET) {
+                id = le(buf + i + 1, 4);
+                i += 5;
+            } else if (buf[i] == OP_BINGET) {
+                id = buf[i + 1];
+                i += 2;
+            } else {
+                unsigned st = plain_step[buf[i]];
+                if (!st)
+                    break;
                 i += st;
                 continue;
             }
-            if (buf[i] == OP_LONG_BINGET || buf[i] == OP_BINGET) {
-                uint64_t id = buf[i] == OP_BINGET ? buf[i + 1] : le(buf + i + 1, 4);
-                if (id < len && mark_fetched(s, id) != 0)
-                    return fail(err, MEMTRACE_ENOMEM, i, "out of memory reading the pickle");
-                i += buf[i] == OP_BINGET ? 2 : 5;
-                continue;
-            }
-            break;
+            if (id < len && mark_fetched(s, id) != 0)
+                return fail(err, MEMTRACE_ENOMEM, i, "out of memory reading the pickle");
         }
         if (i >= next_drop) {
             if (drop)
@@ -836,8 +849,6 @@ static inline int memo_get(struct vm *v, uint64_t id)
  * memo slot changes: the box built the first time is handed out again. It is the
  * same tree Python builds, less the copies; a shared box about to change is copied
  * first (unshare), so no reader of the tree can tell. */
-static const unsigned char get_step[256] = {[OP_BINGET] = 2, [OP_LONG_BINGET] = 5};
-
 #define RUNS_CAP 32768 /* slots; at most half of them used */
 #define RUN_MAX 8192   /* bytes of one run */
 
@@ -924,9 +935,14 @@ static int run_list(struct vm *v, size_t pos, size_t *next)
     if (i >= len || b[i] != OP_MARK)
         return 0;
     size_t run = ++i;
-    unsigned st;
-    while (i + 5 <= len && (st = get_step[b[i]]) != 0)
-        i += st;
+    for (;;) {
+        if (i + 5 <= len && b[i] == OP_LONG_BINGET)
+            i += 5;
+        else if (i + 2 <= len && b[i] == OP_BINGET)
+            i += 2;
+        else
+            break;
+    }
     if (i >= len || b[i] != OP_APPENDS || i == run || i - run > RUN_MAX ||
         (i + 1 < len && b[i + 1] == OP_MARK))
         return 0;
