@@ -873,19 +873,24 @@ static void runs_clear(struct runs *r)
     r->n = 0;
 }
 
+/* Two lanes, so that each multiply waits on half as many before it. */
 static uint64_t hash_bytes(const unsigned char *p, size_t n)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0xc2b2ae3d27d4eb4full;
     size_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        uint64_t w;
-        memcpy(&w, p + k, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
+    for (; k + 16 <= n; k += 16) {
+        uint64_t x, y;
+        memcpy(&x, p + k, 8);
+        memcpy(&y, p + k + 8, 8);
+        a = (a ^ x) * 0xff51afd7ed558ccdull;
+        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
+        a ^= a >> 29;
+        b ^= b >> 31;
     }
     for (; k < n; k++)
-        h = (h ^ p[k]) * 0x100000001b3ull;
-    return h;
+        a = (a ^ p[k]) * 0x100000001b3ull;
+    a ^= b * 0x9e3779b97f4a7c15ull;
+    return a ^ (a >> 32);
 }
 
 static int unshare(struct vm *v, struct mt_pv *a)
