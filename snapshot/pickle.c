@@ -247,20 +247,27 @@ static inline size_t slot_of(const struct scan *s, uint64_t id)
     return s->rank[w] + (size_t)__builtin_popcountll(s->bits[w] & (bit - 1));
 }
 
-/* Gives back the pages of buf below upto (a read-only file mapping: they read again
- * from the file if touched). */
-#define DROP_STEP ((size_t)16 << 20)
+/* The window of a pass over a file mapping: the pages below upto are given back (a
+ * read-only file mapping: they read again from the file if touched) and the next
+ * DROP_STEP bytes are mapped in one call where the kernel can, instead of a fault per
+ * few pages. */
+#define DROP_STEP ((size_t)8 << 20)
 
-static void drop_pages(const unsigned char *buf, size_t upto, size_t *dropped)
+static void drop_pages(const unsigned char *buf, size_t len, size_t upto, size_t *dropped)
 {
-    if (upto < *dropped + DROP_STEP)
-        return;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t end = upto / page * page;
     if (end > *dropped) {
         madvise((void *)(uintptr_t)(buf + *dropped), end - *dropped, MADV_DONTNEED);
         *dropped = end;
     }
+#ifdef MADV_POPULATE_READ
+    size_t ahead = len - end < DROP_STEP + page ? len - end : DROP_STEP + page;
+    if (ahead)
+        madvise((void *)(uintptr_t)(buf + end), ahead, MADV_POPULATE_READ);
+#else
+    (void)len;
+#endif
 }
 
 /* The scan: every opcode is ours, every argument is inside the input, a STOP ends it. */
@@ -268,6 +275,8 @@ static int scan(const unsigned char *buf, size_t len, int drop, struct scan *s,
                 struct mt_pickle_error *err)
 {
     size_t i = 0, dropped = 0, next_drop = DROP_STEP;
+    if (drop)
+        drop_pages(buf, len, 0, &dropped);
     while (i < len) {
         /* the common opcodes, far from the end: fixed widths, nothing to check */
         /* (branches rather than a table for the fetches: a predicted branch lets
@@ -292,7 +301,7 @@ static int scan(const unsigned char *buf, size_t len, int drop, struct scan *s,
         }
         if (i >= next_drop) {
             if (drop)
-                drop_pages(buf, i, &dropped);
+                drop_pages(buf, len, i, &dropped);
             next_drop = i + DROP_STEP;
             continue;
         }
@@ -1194,10 +1203,12 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
         v.memo[k].type = EMPTY;
     int stop = 0;
     size_t pos = 0, dropped = 0, next_drop = DROP_STEP;
+    if (drop)
+        drop_pages(buf, len, 0, &dropped);
     while (!stop) {
         if (pos >= next_drop) {
             if (drop)
-                drop_pages(buf, pos, &dropped);
+                drop_pages(buf, len, pos, &dropped);
             next_drop = pos + DROP_STEP;
         }
         v.off = pos;
