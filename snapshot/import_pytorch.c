@@ -513,13 +513,13 @@ static int key_of(struct imp *im, const struct mt_pv *k)
 
 static int action_of(struct imp *im, const struct mt_pv *a)
 {
-    size_t n;
-    const char *s = mt_pv_str(a, &n);
-    if (!s)
+    if (a->type != MT_PV_STR)
         return memtrace_action_from_name("");
     int hit;
     int *v = pcache_slot(&im->actions, a, &hit);
     if (!hit) {
+        size_t n;
+        const char *s = mt_pv_str(a, &n);
         char name[32];
         if (n < sizeof(name)) {
             memcpy(name, s, n);

@@ -147,6 +147,11 @@ static inline uint64_t le(const unsigned char *p, int n)
     }
     if (n == 1)
         return p[0];
+    if (n < 8) {
+        uint64_t v = 0;
+        memcpy(&v, p, (size_t)n);
+        return v;
+    }
 #endif
     uint64_t v = 0;
     for (int k = n - 1; k >= 0; k--)
@@ -214,7 +219,9 @@ static inline int mark_fetched(struct scan *s, uint64_t id)
     size_t w = (size_t)(id >> 6);
     if (w >= s->nwords)
         return mark_grow(s, id);
-    s->bits[w] |= 1ull << (id & 63);
+    /* most fetches fetch again what was fetched: a test spares the store */
+    if (!(s->bits[w] & 1ull << (id & 63)))
+        s->bits[w] |= 1ull << (id & 63);
     return 0;
 }
 
@@ -896,8 +903,15 @@ static uint64_t hash_bytes(const unsigned char *p, size_t n)
         a ^= a >> 29;
         b ^= b >> 31;
     }
-    for (; k < n; k++)
-        a = (a ^ p[k]) * 0x100000001b3ull;
+    if (k < n) {
+        uint64_t x = 0, y = 0;
+        size_t t = n - k;
+        memcpy(&x, p + k, t < 8 ? t : 8);
+        if (t > 8)
+            memcpy(&y, p + k + 8, t - 8);
+        a = (a ^ x) * 0xff51afd7ed558ccdull;
+        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
+    }
     a ^= b * 0x9e3779b97f4a7c15ull;
     return a ^ (a >> 32);
 }
