@@ -873,9 +873,11 @@ struct runs {
     const unsigned char *at[RUNS_CAP];
     uint32_t len[RUNS_CAP];
     struct mt_pbox *box[RUNS_CAP];
-    size_t n;
+    size_t n, items;
     uint64_t epoch;
 };
+
+#define RUNS_ITEMS ((size_t)1 << 20) /* items the cached boxes hold at most (16 MiB) */
 
 static void runs_clear(struct runs *r)
 {
@@ -887,6 +889,7 @@ static void runs_clear(struct runs *r)
             r->len[k] = 0;
         }
     r->n = 0;
+    r->items = 0;
 }
 
 /* Two lanes, so that each multiply waits on half as many before it. */
@@ -1014,7 +1017,8 @@ static int run_list(struct vm *v, size_t pos, size_t *next)
                     box->height = (uint8_t)(it->u.c->height + 1);
             }
         }
-        if (r->n < RUNS_CAP / 2) {
+        if (r->n < RUNS_CAP / 2 && r->items + box->n <= RUNS_ITEMS) {
+            r->items += box->n;
             box->shared = 1;
             box->refs++;
             r->hash[slot] = h;

@@ -404,6 +404,19 @@ static void limits(void)
     int rc = mt_pickle_load(deep, k, &j, &e);
     ok(rc == MEMTRACE_EFORMAT && strstr(e.text, "deeper than 64"), "nesting past 64 is refused: %s",
        e.text);
+    /* runs of fetches read once and shared: a shared list changed afterwards is a copy,
+     * and a memo slot put again makes the same run read the new value */
+    static const unsigned char runs[] = {
+        0x80, 2,   ']',  '(', 0x8c, 1,   'a', 'q', 0,   ']', '(', 'h', 0,   'h', 0,   'e',
+        ']',  '(', 'h',  0,   'h',  0,   'e', 'K', 5,   'a', 0x8c, 1,  'b', 'q', 0,   ']',
+        '(',  'h', 0,    'h', 0,    'e', 'e', '.'};
+    rc = mt_pickle_load(runs, sizeof(runs), &j, &e);
+    char *text = rc == 0 ? json_dumps(j, JSON_COMPACT) : NULL;
+    ok(text && strcmp(text, "[\"a\",[\"a\",\"a\"],[\"a\",\"a\",5],\"b\",[\"b\",\"b\"]]") == 0,
+       "runs of fetches: shared lists copied before a change, stale after a memo put: %s",
+       text ? text : e.text);
+    free(text);
+    json_decref(j);
     static const unsigned char okp[] = {0x80, 2, '}', '(', 0x8c, 1, 'k', 'K', 7, 'u', '.'};
     rc = mt_pickle_load(okp, sizeof(okp), &j, &e);
     ok(rc == 0 && cli_int(j, "k") == 7, "a plain dict reads");
@@ -412,7 +425,7 @@ static void limits(void)
 
 int main(void)
 {
-    plan(46);
+    plan(47);
     cli_scratch();
     real_snapshot();
     known();
