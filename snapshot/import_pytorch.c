@@ -390,12 +390,12 @@ static uint64_t get_var(const unsigned char **p)
 
 static uint64_t zz(uint64_t d)
 {
-    return (d << 1) ^ (uint64_t)-(int64_t)(d >> 63);
+    return (d << 1) ^ (uint64_t) - (int64_t)(d >> 63);
 }
 
 static uint64_t unzz(uint64_t z)
 {
-    return (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
+    return (z >> 1) ^ (uint64_t) - (int64_t)(z & 1);
 }
 
 /* Appends a record: ev NULL for an entry that is skipped. */
@@ -489,9 +489,9 @@ static uint64_t entry_time(const struct mt_pv *e)
 }
 
 enum { K_ACTION, K_ADDR, K_SIZE, K_REQ, K_STREAM, K_TIME, K_FREE, K_FRAMES, K_CC, K_N };
-static const char *const key_name[K_N] = {"action",      "addr",    "size",
+static const char *const key_name[K_N] = {"action",         "addr",   "size",
                                           "requested_size", "stream", "time_us",
-                                          "device_free", "frames",  "compile_context"};
+                                          "device_free",    "frames", "compile_context"};
 
 /* Which of key_name the key k is, or -1. */
 static int key_of(struct imp *im, const struct mt_pv *k)

@@ -163,27 +163,53 @@ static inline uint64_t le(const unsigned char *p, int n)
  * a length prefix. */
 #define VAR 0x40
 static const unsigned char arg_shape[256] = {
-    [OP_MARK] = 1,          [OP_STOP] = 1,         [OP_POP] = 1,         [OP_POP_MARK] = 1,
-    [OP_NONE] = 1,          [OP_APPEND] = 1,       [OP_DICT] = 1,        [OP_APPENDS] = 1,
-    [OP_LIST] = 1,          [OP_SETITEM] = 1,      [OP_TUPLE] = 1,       [OP_SETITEMS] = 1,
-    [OP_EMPTY_DICT] = 1,    [OP_EMPTY_LIST] = 1,   [OP_EMPTY_TUPLE] = 1, [OP_TUPLE1] = 1,
-    [OP_TUPLE2] = 1,        [OP_TUPLE3] = 1,       [OP_NEWTRUE] = 1,     [OP_NEWFALSE] = 1,
-    [OP_MEMOIZE] = 1,       [OP_PROTO] = 2,        [OP_BININT1] = 2,     [OP_BINGET] = 2,
-    [OP_BINPUT] = 2,        [OP_BININT2] = 3,      [OP_BININT] = 5,      [OP_LONG_BINGET] = 5,
-    [OP_LONG_BINPUT] = 5,   [OP_BINFLOAT] = 9,     [OP_FRAME] = 9,       [OP_LONG1] = VAR | 1,
-    [OP_SHORT_BINUNICODE] = VAR | 1,               [OP_LONG4] = VAR | 4,
-    [OP_BINUNICODE] = VAR | 4,                     [OP_BINUNICODE8] = VAR | 8,
+    [OP_MARK] = 1,
+    [OP_STOP] = 1,
+    [OP_POP] = 1,
+    [OP_POP_MARK] = 1,
+    [OP_NONE] = 1,
+    [OP_APPEND] = 1,
+    [OP_DICT] = 1,
+    [OP_APPENDS] = 1,
+    [OP_LIST] = 1,
+    [OP_SETITEM] = 1,
+    [OP_TUPLE] = 1,
+    [OP_SETITEMS] = 1,
+    [OP_EMPTY_DICT] = 1,
+    [OP_EMPTY_LIST] = 1,
+    [OP_EMPTY_TUPLE] = 1,
+    [OP_TUPLE1] = 1,
+    [OP_TUPLE2] = 1,
+    [OP_TUPLE3] = 1,
+    [OP_NEWTRUE] = 1,
+    [OP_NEWFALSE] = 1,
+    [OP_MEMOIZE] = 1,
+    [OP_PROTO] = 2,
+    [OP_BININT1] = 2,
+    [OP_BINGET] = 2,
+    [OP_BINPUT] = 2,
+    [OP_BININT2] = 3,
+    [OP_BININT] = 5,
+    [OP_LONG_BINGET] = 5,
+    [OP_LONG_BINPUT] = 5,
+    [OP_BINFLOAT] = 9,
+    [OP_FRAME] = 9,
+    [OP_LONG1] = VAR | 1,
+    [OP_SHORT_BINUNICODE] = VAR | 1,
+    [OP_LONG4] = VAR | 4,
+    [OP_BINUNICODE] = VAR | 4,
+    [OP_BINUNICODE8] = VAR | 8,
 };
 
 /* 1 + the argument's width of the opcodes the scan passes without a look: fixed
  * widths, neither PROTO, STOP nor a fetch. */
 static const unsigned char plain_step[256] = {
-    [OP_MARK] = 1,        [OP_POP] = 1,         [OP_POP_MARK] = 1,     [OP_NONE] = 1,
-    [OP_APPEND] = 1,      [OP_DICT] = 1,        [OP_APPENDS] = 1,      [OP_LIST] = 1,
-    [OP_SETITEM] = 1,     [OP_TUPLE] = 1,       [OP_SETITEMS] = 1,     [OP_EMPTY_DICT] = 1,
-    [OP_EMPTY_LIST] = 1,  [OP_EMPTY_TUPLE] = 1, [OP_TUPLE1] = 1,       [OP_TUPLE2] = 1,
-    [OP_TUPLE3] = 1,      [OP_NEWTRUE] = 1,     [OP_NEWFALSE] = 1,     [OP_MEMOIZE] = 1,
-    [OP_BININT1] = 2,     [OP_BINPUT] = 2,      [OP_BININT2] = 3,      [OP_BININT] = 5,
+    [OP_MARK] = 1,        [OP_POP] = 1,         [OP_POP_MARK] = 1, [OP_NONE] = 1,
+    [OP_APPEND] = 1,      [OP_DICT] = 1,        [OP_APPENDS] = 1,  [OP_LIST] = 1,
+    [OP_SETITEM] = 1,     [OP_TUPLE] = 1,       [OP_SETITEMS] = 1, [OP_EMPTY_DICT] = 1,
+    [OP_EMPTY_LIST] = 1,  [OP_EMPTY_TUPLE] = 1, [OP_TUPLE1] = 1,   [OP_TUPLE2] = 1,
+    [OP_TUPLE3] = 1,      [OP_NEWTRUE] = 1,     [OP_NEWFALSE] = 1, [OP_MEMOIZE] = 1,
+    [OP_BININT1] = 2,     [OP_BINPUT] = 2,      [OP_BININT2] = 3,  [OP_BININT] = 5,
     [OP_LONG_BINPUT] = 5, [OP_BINFLOAT] = 9,    [OP_FRAME] = 9,
 };
 
@@ -388,17 +414,22 @@ static inline void pv_ref(const struct mt_pv *v)
 /* Boxes freed while a read runs wait here, items array and all, for the next one:
  * a streamed read makes and frees a few boxes per entry, millions in all. */
 #define SPARE_MAX 1024
-static _Thread_local struct mt_pbox *spare[SPARE_MAX];
-static _Thread_local size_t nspare;
-static _Thread_local int keep_spare;
+struct spares {
+    size_t n;
+    struct mt_pbox *box[SPARE_MAX];
+};
+/* a pointer only: the library may be loaded by dlopen, where static TLS is scarce */
+static _Thread_local struct spares *spares;
 
-static void drain_spare(void)
+static void drain_spares(void)
 {
-    while (nspare) {
-        struct mt_pbox *b = spare[--nspare];
+    while (spares && spares->n) {
+        struct mt_pbox *b = spares->box[--spares->n];
         free(b->items);
         free(b);
     }
+    free(spares);
+    spares = NULL;
 }
 
 void mt_pv_release(struct mt_pv *v)
@@ -407,8 +438,8 @@ void mt_pv_release(struct mt_pv *v)
         struct mt_pbox *b = v->u.c;
         for (size_t k = 0; k < b->n; k++)
             mt_pv_release(&b->items[k]);
-        if (keep_spare && nspare < SPARE_MAX && b->cap <= 64)
-            spare[nspare++] = b;
+        if (spares && spares->n < SPARE_MAX && b->cap <= 64)
+            spares->box[spares->n++] = b;
         else {
             free(b->items);
             free(b);
@@ -420,8 +451,8 @@ void mt_pv_release(struct mt_pv *v)
 static struct mt_pbox *new_box(uint8_t kind)
 {
     struct mt_pbox *b;
-    if (nspare) {
-        b = spare[--nspare];
+    if (spares && spares->n) {
+        b = spares->box[--spares->n];
         struct mt_pv *items = b->items;
         size_t cap = b->cap;
         memset(b, 0, sizeof(*b));
@@ -866,7 +897,7 @@ static inline int memo_get(struct vm *v, uint64_t id)
  * same tree Python builds, less the copies; a shared box about to change is copied
  * first (unshare), so no reader of the tree can tell. */
 #define RUNS_CAP 32768 /* slots; at most half of them used */
-#define RUN_MAX 8192   /* bytes of one run */
+#define RUN_MAX  8192  /* bytes of one run */
 
 struct runs {
     uint64_t hash[RUNS_CAP];
@@ -1005,7 +1036,8 @@ static int run_list(struct vm *v, size_t pos, size_t *next)
         for (size_t k = run; k < i; k += b[k] == OP_BINGET ? 2 : 5) {
             size_t s = slot_of(v->sc, le(b + k + 1, b[k] == OP_BINGET ? 1 : 4));
             const struct mt_pv *it = s == SIZE_MAX ? NULL : &v->memo[s];
-            if (!it || it->type == EMPTY || (is_box(it) && it->u.c->height + 1 > MT_PICKLE_MAX_DEPTH) ||
+            if (!it || it->type == EMPTY ||
+                (is_box(it) && it->u.c->height + 1 > MT_PICKLE_MAX_DEPTH) ||
                 box_add(box, it) != 0) {
                 mt_pv_release(&x);
                 return 0;
@@ -1117,8 +1149,8 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
         size_t hdr = op == OP_SHORT_BINUNICODE ? 1 : op == OP_BINUNICODE ? 4 : 8;
         if (alen - hdr > UINT32_MAX)
             return fail(v->err, MEMTRACE_EFORMAT, v->off,
-                        "pickle string of %zu bytes at offset %zu is too long; refused",
-                        alen - hdr, v->off);
+                        "pickle string of %zu bytes at offset %zu is too long; refused", alen - hdr,
+                        v->off);
         if (!utf8_ok(a + hdr, alen - hdr))
             return bad(v, "a string that is not valid UTF-8");
         x.type = MT_PV_STR;
@@ -1211,7 +1243,8 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
     v.err = err;
     v.sc = &sc;
     v.o = opts && opts->item && opts->key ? opts : NULL;
-    keep_spare = 1;
+    if (!spares)
+        spares = calloc(1, sizeof(*spares)); /* without it, boxes are simply freed */
     v.memo = calloc(sc.nslots ? sc.nslots : 1, sizeof(*v.memo));
     if (!v.memo) {
         rc = nomem(&v);
@@ -1272,8 +1305,7 @@ out:
     free(sc.bits);
     free(sc.rank);
     free(sc.direct);
-    keep_spare = 0;
-    drain_spare();
+    drain_spares();
     return rc;
 }
 

@@ -71,7 +71,7 @@ struct mt_pbox {
     size_t refs;
     size_t n, cap; /* items */
     struct mt_pv *items;
-    uint64_t memo; /* the caller's, 0 until it sets it (the box never changes after) */
+    uint64_t memo;   /* the caller's, 0 until it sets it (the box never changes after) */
     size_t streamed; /* items handed to the stream callback */
     int32_t index;   /* the reader's own bookkeeping from here */
     uint32_t adopted;

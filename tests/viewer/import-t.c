@@ -242,8 +242,8 @@ static void two_devices(void)
         memtrace_reader_close(rd);
     }
     ok(dev[0] == 0 && dev[1] == 1 && dev[2] == 0 && dev[3] == 1,
-       "two devices: entries merged by time across the lists (devices %d %d %d %d)", dev[0],
-       dev[1], dev[2], dev[3]);
+       "two devices: entries merged by time across the lists (devices %d %d %d %d)", dev[0], dev[1],
+       dev[2], dev[3]);
     free(streamed);
     free(json);
     free(whole);
@@ -406,10 +406,10 @@ static void limits(void)
        e.text);
     /* runs of fetches read once and shared: a shared list changed afterwards is a copy,
      * and a memo slot put again makes the same run read the new value */
-    static const unsigned char runs[] = {
-        0x80, 2,   ']',  '(', 0x8c, 1,   'a', 'q', 0,   ']', '(', 'h', 0,   'h', 0,   'e',
-        ']',  '(', 'h',  0,   'h',  0,   'e', 'K', 5,   'a', 0x8c, 1,  'b', 'q', 0,   ']',
-        '(',  'h', 0,    'h', 0,    'e', 'e', '.'};
+    static const unsigned char runs[] = {0x80, 2,   ']', '(', 0x8c, 1,   'a',  'q', 0,   ']',
+                                         '(',  'h', 0,   'h', 0,    'e', ']',  '(', 'h', 0,
+                                         'h',  0,   'e', 'K', 5,    'a', 0x8c, 1,   'b', 'q',
+                                         0,    ']', '(', 'h', 0,    'h', 0,    'e', 'e', '.'};
     rc = mt_pickle_load(runs, sizeof(runs), &j, &e);
     char *text = rc == 0 ? json_dumps(j, JSON_COMPACT) : NULL;
     ok(text && strcmp(text, "[\"a\",[\"a\",\"a\"],[\"a\",\"a\",5],\"b\",[\"b\",\"b\"]]") == 0,
