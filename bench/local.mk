@@ -18,3 +18,6 @@ EXTRA_DIST += bench/analysis_bench.sh
 noinst_PROGRAMS += bench/gen_trace
 bench_gen_trace_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_DIST += bench/web_bench.mjs
+# bench/import_bench.sh: memtrace import of a PyTorch pickle (grown by
+# bench/gen_pickle.py) against Python's pickle.load of the same file.
+EXTRA_DIST += bench/import_bench.sh bench/gen_pickle.py

@@ -37,6 +37,8 @@ void mt_intern_free(struct mt_intern *in);
 
 /* Ids in the output file (0 for "" and on exhausted memory, which sets in->nomem). */
 uint32_t mt_intern_string(struct mt_intern *in, const char *s);
+/* The same for the n bytes at s (no NUL among them). */
+uint32_t mt_intern_stringn(struct mt_intern *in, const char *s, size_t n);
 uint32_t mt_intern_frame(struct mt_intern *in, const struct mt_frame_rec *f);
 /* The node (parent, frame): parent 0 is the root. */
 uint32_t mt_intern_stack(struct mt_intern *in, uint32_t parent, uint32_t frame);
@@ -56,10 +58,11 @@ struct mt_import_stats {
 };
 
 /* Imports the snapshot at in_path into a new .memtrace file at out_path, created as
- * mt_writer_open() does with writer_flags (MT_WRITER_ATOMIC is always added). The input is
- * read whole (a pickle or JSON tree has no streaming form): memory grows with the
- * snapshot, as it does for PyTorch's own readers. Returns 0, or a negative MEMTRACE_E*
- * code with err->text one line naming the file and the problem. */
+ * mt_writer_open() does with writer_flags (MT_WRITER_ATOMIC is always added). A
+ * pickle is mapped and streamed: memory holds a compact record per trace entry (the
+ * metadata, written first, needs all of them seen) and the rest of the snapshot, not
+ * the entries; JSON is read whole. Returns 0, or a negative MEMTRACE_E* code with
+ * err->text one line naming the file and the problem. */
 int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer_flags,
                       struct mt_import_stats *st, struct memtrace_errinfo *err);
 

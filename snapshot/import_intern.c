@@ -18,13 +18,19 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h ^ (h >> 32);
 }
 
-static uint64_t hash_str(const char *s)
+static uint64_t hash_str(const char *s, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    for (size_t k = 0; k < n; k++)
+        h = (h ^ (unsigned char)s[k]) * 0x100000001b3ull;
     return mix(h, 1);
 }
+
+/* A string key: bytes and length (no NUL inside). */
+struct skey {
+    const char *s;
+    size_t n;
+};
 
 /* Finds the slot of hash h whose entry eq() accepts, or the empty slot for it. */
 typedef int (*eq_fn)(const struct mt_intern *in, uint32_t id, const void *key);
@@ -101,12 +107,15 @@ static uint32_t lookup(struct mt_intern *in, struct mt_itab *t, uint64_t h, eq_f
 
 static int eq_str(const struct mt_intern *in, uint32_t id, const void *key)
 {
-    return strcmp(in->str[id - 1], key) == 0;
+    const struct skey *k = key;
+    const char *s = in->str[id - 1];
+    return strncmp(s, k->s, k->n) == 0 && s[k->n] == '\0';
 }
 
 static uint32_t add_str(struct mt_intern *in, const void *key)
 {
-    char *s = strdup(key);
+    const struct skey *k = key;
+    char *s = strndup(k->s, k->n);
     if (!s || reserve((void **)&in->str, &in->capstr, in->nstr, sizeof(*in->str))) {
         free(s);
         in->nomem = 1;
@@ -176,9 +185,15 @@ void mt_intern_free(struct mt_intern *in)
 
 uint32_t mt_intern_string(struct mt_intern *in, const char *s)
 {
-    if (!s || !*s)
+    return s ? mt_intern_stringn(in, s, strlen(s)) : 0;
+}
+
+uint32_t mt_intern_stringn(struct mt_intern *in, const char *s, size_t n)
+{
+    if (!s || !n)
         return 0;
-    return lookup(in, &in->tstr, hash_str(s), eq_str, s, add_str);
+    struct skey k = {s, n};
+    return lookup(in, &in->tstr, hash_str(s, n), eq_str, &k, add_str);
 }
 
 uint32_t mt_intern_frame(struct mt_intern *in, const struct mt_frame_rec *f)

@@ -8,21 +8,55 @@
  * (innermost first) becomes a stack of frames (filename -> file, line, name ->
  * symbol). allocator_settings goes to the metadata under its own key; every other
  * top-level key is kept in the metadata under "pytorch_snapshot". docs/PYTORCH.md
- * has the whole mapping. */
+ * has the whole mapping.
+ *
+ * A pickle is mapped, not read, and streamed: each trace entry becomes a compact
+ * record (varints, deltas: about 20 bytes) as soon as the reader has it and is then
+ * freed. The records wait for the end of the input because the metadata, written
+ * first, needs the first time and the top-level keys that follow the traces; then
+ * the lists merge by time as they always did. Frames are interned once per memoized
+ * frame dict (its box remembers its id) and stacks once per sequence of frame ids. */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "import.h"
 #include "memtrace.h"
 #include "pickle.h"
+
+/* The compact records of one list (a device trace, or the annotations). */
+struct clist {
+    unsigned char *buf;
+    size_t len, cap;
+    uint64_t prev_t, prev_addr; /* deltas against these */
+};
+
+/* Stacks by their sequence of frame ids (outermost first): the ids live in seq. */
+struct seqtab {
+    uint64_t *hash;
+    uint32_t *off, *len, *stack; /* slot: 0 len = empty */
+    size_t cap, n;
+    uint32_t *seq;
+    size_t nseq, capseq;
+};
+
+/* Memos keyed by the address of a string in the input (memoized strings recur at
+ * one address): which field a key names, which action a name is. */
+struct pcache {
+    const char *p[256];
+    uint32_t n[256];
+    int v[256];
+};
 
 struct imp {
     const char *path;
@@ -32,6 +66,14 @@ struct imp {
     struct memtrace_event batch[4096];
     size_t nbatch;
     struct mt_import_stats *st;
+    struct clist *lists; /* by device */
+    size_t nlists;
+    struct clist annots;
+    uint64_t t0, t1;
+    struct seqtab seqs;
+    uint32_t *fids;
+    size_t capfids;
+    struct pcache keys, actions;
 };
 
 static int ifail(struct imp *im, int code, const char *fmt, ...)
@@ -51,86 +93,372 @@ static int ifail(struct imp *im, int code, const char *fmt, ...)
     return code;
 }
 
-/* An unsigned field: a JSON integer >= 0, or the decimal string the pickle reader
- * makes of integers wider than int64 (kept if it fits 64 bits). Absent: *out = dflt.
- * Returns 0 or MEMTRACE_EFORMAT with the error named after what. */
-static int get_u64(struct imp *im, json_t *o, const char *key, uint64_t dflt, uint64_t *out,
-                   const char *what)
+enum { U_OK, U_NEG, U_NOTNN, U_NOTINT, U_WIDE };
+
+/* An unsigned value: an integer >= 0, a wide integer or a string of decimal digits
+ * that fits 64 bits (as the pickle reader once made of wide integers), a float in
+ * range. Absent or None: dflt. Returns U_OK or what is wrong. */
+static int u64_of(const struct mt_pv *v, uint64_t dflt, uint64_t *out)
 {
-    json_t *v = json_object_get(o, key);
     *out = dflt;
-    if (!v || json_is_null(v))
-        return 0;
-    if (json_is_integer(v)) {
-        if (json_integer_value(v) < 0)
-            return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is negative", what, key);
-        *out = (uint64_t)json_integer_value(v);
-        return 0;
+    if (!v || v->type == MT_PV_NONE)
+        return U_OK;
+    if (v->type == MT_PV_INT) {
+        if (v->u.i < 0)
+            return U_NEG;
+        *out = (uint64_t)v->u.i;
+        return U_OK;
     }
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
+    if (v->type == MT_PV_BIG) {
+        const unsigned char *p = (const unsigned char *)v->u.s;
+        if (p[v->n - 1] & 0x80)
+            return U_NOTNN;
+        for (size_t k = 8; k < v->n; k++)
+            if (p[k])
+                return U_WIDE;
         uint64_t u = 0;
-        if (!*s || *s == '-')
-            return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is not a non-negative integer", what, key);
-        for (; *s; s++) {
-            if (*s < '0' || *s > '9')
-                return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is not an integer", what, key);
-            unsigned d = (unsigned)(*s - '0');
+        for (size_t k = v->n < 8 ? v->n : 8; k-- > 0;)
+            u = u << 8 | p[k];
+        *out = u;
+        return U_OK;
+    }
+    size_t n;
+    const char *s = mt_pv_str(v, &n);
+    if (s) {
+        uint64_t u = 0;
+        if (!n || *s == '-')
+            return U_NOTNN;
+        for (size_t k = 0; k < n; k++) {
+            if (s[k] < '0' || s[k] > '9')
+                return U_NOTINT;
+            unsigned d = (unsigned)(s[k] - '0');
             if (u > (UINT64_MAX - d) / 10)
-                return ifail(im, MEMTRACE_EFORMAT,
-                             "%s: '%s' is wider than 64 bits, which memtrace cannot hold", what,
-                             key);
+                return U_WIDE;
             u = u * 10 + d;
         }
         *out = u;
-        return 0;
+        return U_OK;
     }
-    if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) < 1.8e19) {
-        *out = (uint64_t)json_real_value(v);
-        return 0;
+    if (v->type == MT_PV_FLOAT && v->u.d >= 0 && v->u.d < 1.8e19) {
+        *out = (uint64_t)v->u.d;
+        return U_OK;
     }
-    return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is not an integer", what, key);
+    return U_NOTINT;
 }
 
-static int get_i32(struct imp *im, json_t *o, const char *key, int32_t *out, const char *what)
+static int u64_fail(struct imp *im, int why, const char *what, const char *key)
 {
-    json_t *v = json_object_get(o, key);
+    switch (why) {
+    case U_NEG:
+        return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is negative", what, key);
+    case U_NOTNN:
+        return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is not a non-negative integer", what, key);
+    case U_WIDE:
+        return ifail(im, MEMTRACE_EFORMAT,
+                     "%s: '%s' is wider than 64 bits, which memtrace cannot hold", what, key);
+    default:
+        return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is not an integer", what, key);
+    }
+}
+
+/* An unsigned field of dict o (absent: dflt), failing with the error named after
+ * what. */
+static int get_u64(struct imp *im, const struct mt_pv *o, const char *key, uint64_t dflt,
+                   uint64_t *out, const char *what)
+{
+    int why = u64_of(mt_pv_get(o, key), dflt, out);
+    return why ? u64_fail(im, why, what, key) : 0;
+}
+
+static int get_i32(struct imp *im, const struct mt_pv *o, const char *key, int32_t *out,
+                   const char *what)
+{
+    const struct mt_pv *v = mt_pv_get(o, key);
     if (!v)
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN ||
-        json_integer_value(v) > INT32_MAX)
+    if (v->type != MT_PV_INT || v->u.i < INT32_MIN || v->u.i > INT32_MAX)
         return ifail(im, MEMTRACE_EFORMAT, "%s: '%s' is not a small integer", what, key);
-    *out = (int32_t)json_integer_value(v);
+    *out = (int32_t)v->u.i;
     return 0;
 }
 
-static const char *get_str(json_t *o, const char *key)
+/* The string at key (up to a NUL; "" when absent or not a string). */
+static const char *get_str(const struct mt_pv *o, const char *key, size_t *n)
 {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : "";
+    const char *s = mt_pv_str(mt_pv_get(o, key), n);
+    if (!s) {
+        *n = 0;
+        return "";
+    }
+    return s;
 }
 
-/* The stack of a frames list (innermost first), 0 for none. */
-static uint32_t stack_of(struct imp *im, json_t *frames)
+static int str_eq(const char *s, size_t n, const char *lit)
 {
-    if (!json_is_array(frames))
-        return 0;
-    uint32_t parent = 0;
-    for (size_t k = json_array_size(frames); k-- > 0;) {
-        json_t *f = json_array_get(frames, k);
-        if (!json_is_object(f))
-            continue;
-        struct mt_frame_rec rec;
-        memset(&rec, 0, sizeof(rec));
-        rec.symbol = mt_intern_string(&im->in, get_str(f, "name"));
-        rec.file = mt_intern_string(&im->in, get_str(f, "filename"));
-        json_t *line = json_object_get(f, "line");
-        if (json_is_integer(line) && json_integer_value(line) > 0 &&
-            json_integer_value(line) <= UINT32_MAX)
-            rec.line = (uint32_t)json_integer_value(line);
-        parent = mt_intern_stack(&im->in, parent, mt_intern_frame(&im->in, &rec));
+    return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+/* The cached value of the string v (a memo by address), or -2 when not yet known. */
+static int *pcache_slot(struct pcache *c, const struct mt_pv *v, int *hit)
+{
+    size_t h = ((uintptr_t)v->u.s >> 3 ^ (uintptr_t)v->u.s >> 11) & 255;
+    *hit = c->p[h] == v->u.s && c->n[h] == v->n;
+    c->p[h] = v->u.s;
+    c->n[h] = v->n;
+    return &c->v[h];
+}
+
+/* Frames and stacks. */
+
+static uint32_t frame_of(struct imp *im, const struct mt_pv *f)
+{
+    struct mt_pbox *b = f->u.c;
+    if (b->memo)
+        return (uint32_t)(b->memo - 1);
+    struct mt_frame_rec rec;
+    memset(&rec, 0, sizeof(rec));
+    size_t n;
+    const char *s = get_str(f, "name", &n);
+    rec.symbol = mt_intern_stringn(&im->in, s, n);
+    s = get_str(f, "filename", &n);
+    rec.file = mt_intern_stringn(&im->in, s, n);
+    const struct mt_pv *line = mt_pv_get(f, "line");
+    if (line && line->type == MT_PV_INT && line->u.i > 0 && line->u.i <= UINT32_MAX)
+        rec.line = (uint32_t)line->u.i;
+    uint32_t id = mt_intern_frame(&im->in, &rec);
+    if (!im->in.nomem)
+        b->memo = (uint64_t)id + 1;
+    return id;
+}
+
+static uint64_t hash_seq(const uint32_t *s, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    for (size_t k = 0; k < n; k++) {
+        h = (h ^ s[k]) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
     }
+    return h ? h : 1;
+}
+
+/* The slot of the sequence s[0..n) with hash h, or of the empty slot for it. */
+static size_t seq_slot(const struct seqtab *t, const uint32_t *s, size_t n, uint64_t h)
+{
+    size_t mask = t->cap - 1, i = (size_t)h & mask;
+    while (t->len[i] && !(t->hash[i] == h && t->len[i] == n &&
+                          memcmp(t->seq + t->off[i], s, n * sizeof(*s)) == 0))
+        i = (i + 1) & mask;
+    return i;
+}
+
+static int seq_grow(struct seqtab *t)
+{
+    struct seqtab g = *t;
+    g.cap = t->cap ? t->cap * 2 : 1024;
+    g.hash = calloc(g.cap, sizeof(*g.hash));
+    g.off = calloc(g.cap, sizeof(*g.off));
+    g.len = calloc(g.cap, sizeof(*g.len));
+    g.stack = calloc(g.cap, sizeof(*g.stack));
+    if (!g.hash || !g.off || !g.len || !g.stack) {
+        free(g.hash);
+        free(g.off);
+        free(g.len);
+        free(g.stack);
+        return -1;
+    }
+    for (size_t k = 0; k < t->cap; k++)
+        if (t->len[k]) {
+            size_t i = (size_t)t->hash[k] & (g.cap - 1);
+            while (g.len[i])
+                i = (i + 1) & (g.cap - 1);
+            g.hash[i] = t->hash[k];
+            g.off[i] = t->off[k];
+            g.len[i] = t->len[k];
+            g.stack[i] = t->stack[k];
+        }
+    free(t->hash);
+    free(t->off);
+    free(t->len);
+    free(t->stack);
+    *t = g;
+    return 0;
+}
+
+static void seq_free(struct seqtab *t)
+{
+    free(t->hash);
+    free(t->off);
+    free(t->len);
+    free(t->stack);
+    free(t->seq);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Sequences kept at most (frame ids): past it, stacks are found frame by frame. */
+#define SEQ_MAX (4u << 20)
+
+/* The stack of a frames list (innermost first), 0 for none. */
+static uint32_t stack_of(struct imp *im, const struct mt_pv *frames)
+{
+    if (!frames || frames->type != MT_PV_LIST)
+        return 0;
+    struct mt_pbox *b = frames->u.c;
+    if (b->memo)
+        return (uint32_t)(b->memo - 1);
+    if (b->n > im->capfids) {
+        uint32_t *f = realloc(im->fids, b->n * sizeof(*f));
+        if (!f) {
+            im->in.nomem = 1;
+            return 0;
+        }
+        im->fids = f;
+        im->capfids = b->n;
+    }
+    size_t n = 0;
+    for (size_t k = b->n; k-- > 0;)
+        if (b->items[k].type == MT_PV_DICT)
+            im->fids[n++] = frame_of(im, &b->items[k]);
+    if (n == 0)
+        return 0;
+    struct seqtab *t = &im->seqs;
+    uint64_t h = hash_seq(im->fids, n);
+    size_t i = 0;
+    int cached = n <= UINT32_MAX && t->nseq + n <= SEQ_MAX;
+    if (cached && (t->n + 1) * 4 > t->cap * 3 && seq_grow(t) != 0)
+        cached = 0;
+    if (cached) {
+        i = seq_slot(t, im->fids, n, h);
+        if (t->len[i]) {
+            b->memo = (uint64_t)t->stack[i] + 1;
+            return t->stack[i];
+        }
+    }
+    uint32_t parent = 0;
+    for (size_t k = 0; k < n; k++)
+        parent = mt_intern_stack(&im->in, parent, im->fids[k]);
+    if (im->in.nomem)
+        return 0;
+    if (cached && t->nseq + n > t->capseq) {
+        size_t cap = t->capseq ? t->capseq : 4096;
+        while (cap < t->nseq + n)
+            cap *= 2;
+        uint32_t *s = realloc(t->seq, cap * sizeof(*s));
+        if (!s)
+            cached = 0;
+        else {
+            t->seq = s;
+            t->capseq = cap;
+        }
+    }
+    if (cached) {
+        memcpy(t->seq + t->nseq, im->fids, n * sizeof(*im->fids));
+        t->hash[i] = h;
+        t->off[i] = (uint32_t)t->nseq;
+        t->len[i] = (uint32_t)n;
+        t->stack[i] = parent;
+        t->nseq += n;
+        t->n++;
+    }
+    b->memo = (uint64_t)parent + 1;
     return parent;
+}
+
+/* Compact records. Each: a flags byte, the merge time as a zigzag delta, then for an
+ * event the action, the time in ns when it is not merge time * 1000, and the fields
+ * as varints (the address as a zigzag delta). */
+enum { R_SKIP = 1, R_TIME = 2 };
+
+static void put_var(unsigned char **p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *(*p)++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *(*p)++ = (unsigned char)v;
+}
+
+static uint64_t get_var(const unsigned char **p)
+{
+    uint64_t v = 0;
+    for (int s = 0;; s += 7) {
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static uint64_t zz(uint64_t d)
+{
+    return (d << 1) ^ (uint64_t) - (int64_t)(d >> 63);
+}
+
+static uint64_t unzz(uint64_t z)
+{
+    return (z >> 1) ^ (uint64_t) - (int64_t)(z & 1);
+}
+
+/* Appends a record: ev NULL for an entry that is skipped. */
+static int put_record(struct imp *im, struct clist *l, uint64_t mt, const struct memtrace_event *ev)
+{
+    if (l->cap - l->len < 128) {
+        size_t cap = l->cap ? l->cap * 2 : 4096;
+        unsigned char *b = realloc(l->buf, cap);
+        if (!b)
+            return ifail(im, MEMTRACE_ENOMEM, "out of memory");
+        l->buf = b;
+        l->cap = cap;
+    }
+    unsigned char *p = l->buf + l->len;
+    int timed = ev && ev->time_ns != mt * 1000;
+    *p++ = (unsigned char)((ev ? 0 : R_SKIP) | (timed ? R_TIME : 0));
+    put_var(&p, zz(mt - l->prev_t));
+    l->prev_t = mt;
+    if (ev) {
+        *p++ = ev->action;
+        if (timed)
+            put_var(&p, ev->time_ns);
+        put_var(&p, zz(ev->addr - l->prev_addr));
+        l->prev_addr = ev->addr;
+        put_var(&p, ev->size);
+        put_var(&p, ev->requested_size);
+        put_var(&p, ev->stream);
+        put_var(&p, ev->aux);
+        put_var(&p, zz((uint64_t)(int64_t)ev->device));
+        put_var(&p, ev->stack);
+        put_var(&p, ev->category);
+    }
+    l->len = (size_t)(p - l->buf);
+    return 0;
+}
+
+/* A reader of one list's records. */
+struct cursor {
+    const unsigned char *p, *end;
+    uint64_t t, addr;
+    int skip;
+    struct memtrace_event ev;
+};
+
+static void cursor_next(struct cursor *c)
+{
+    unsigned flags = *c->p++;
+    c->t += unzz(get_var(&c->p));
+    c->skip = flags & R_SKIP;
+    if (c->skip)
+        return;
+    memset(&c->ev, 0, sizeof(c->ev));
+    c->ev.action = *c->p++;
+    c->ev.time_ns = flags & R_TIME ? get_var(&c->p) : c->t * 1000;
+    c->addr += unzz(get_var(&c->p));
+    c->ev.addr = c->addr;
+    c->ev.size = get_var(&c->p);
+    c->ev.requested_size = get_var(&c->p);
+    c->ev.stream = get_var(&c->p);
+    c->ev.aux = get_var(&c->p);
+    c->ev.device = (int32_t)(int64_t)unzz(get_var(&c->p));
+    c->ev.stack = (uint32_t)get_var(&c->p);
+    c->ev.category = (uint32_t)get_var(&c->p);
 }
 
 static int flush_events(struct imp *im)
@@ -153,135 +481,223 @@ static int add_event(struct imp *im, const struct memtrace_event *ev)
     return im->nbatch == sizeof(im->batch) / sizeof(im->batch[0]) ? flush_events(im) : 0;
 }
 
-/* A trace entry of device d into an event; *skip set for actions memtrace lacks. */
-static int trace_event(struct imp *im, json_t *e, int32_t d, size_t k, struct memtrace_event *ev,
-                       int *skip)
+/* The entry's time in us for the merge (entries without one sort as 0). */
+static uint64_t entry_time(const struct mt_pv *e)
 {
-    char what[96];
-    snprintf(what, sizeof(what), "device_traces[%d][%zu]", (int)d, k);
-    memset(ev, 0, sizeof(*ev));
-    *skip = 0;
-    if (!json_is_object(e))
-        return ifail(im, MEMTRACE_EFORMAT, "%s is not a dict", what);
-    int a = memtrace_action_from_name(get_str(e, "action"));
-    if (a < 0 || a == MEMTRACE_COUNTER) {
-        *skip = 1;
-        return 0;
-    }
-    uint64_t t_us;
-    int rc;
-    if ((rc = get_u64(im, e, "time_us", 0, &t_us, what)) ||
-        (rc = get_u64(im, e, "addr", 0, &ev->addr, what)) ||
-        (rc = get_u64(im, e, "size", 0, &ev->size, what)) ||
-        (rc = get_u64(im, e, "requested_size", 0, &ev->requested_size, what)) ||
-        (rc = get_u64(im, e, "stream", 0, &ev->stream, what)) ||
-        (rc = get_u64(im, e, "device_free", 0, &ev->aux, what)))
-        return rc;
-    ev->time_ns = t_us * 1000;
-    ev->action = (uint8_t)a;
-    ev->device = d;
-    ev->stack = stack_of(im, json_object_get(e, "frames"));
-    const char *cc = json_string_value(json_object_get(e, "compile_context"));
-    if (cc)
-        ev->category = mt_intern_string(&im->in, cc);
-    return 0;
+    const struct mt_pv *t = mt_pv_get(e, "time_us");
+    return t && t->type == MT_PV_INT && t->u.i > 0 ? (uint64_t)t->u.i : 0;
 }
 
-static int annotation_event(struct imp *im, json_t *e, size_t k, struct memtrace_event *ev,
-                            int *skip)
+enum { K_ACTION, K_ADDR, K_SIZE, K_REQ, K_STREAM, K_TIME, K_FREE, K_FRAMES, K_CC, K_N };
+static const char *const key_name[K_N] = {"action",         "addr",   "size",
+                                          "requested_size", "stream", "time_us",
+                                          "device_free",    "frames", "compile_context"};
+
+/* Which of key_name the key k is, or -1. */
+static int key_of(struct imp *im, const struct mt_pv *k)
+{
+    if (k->type != MT_PV_STR)
+        return -1;
+    int hit;
+    int *v = pcache_slot(&im->keys, k, &hit);
+    if (!hit) {
+        size_t n;
+        const char *s = mt_pv_str(k, &n);
+        *v = -1;
+        for (int f = 0; f < K_N; f++)
+            if (str_eq(s, n, key_name[f]))
+                *v = f;
+    }
+    return *v;
+}
+
+static int action_of(struct imp *im, const struct mt_pv *a)
+{
+    if (a->type != MT_PV_STR)
+        return memtrace_action_from_name("");
+    int hit;
+    int *v = pcache_slot(&im->actions, a, &hit);
+    if (!hit) {
+        size_t n;
+        const char *s = mt_pv_str(a, &n);
+        char name[32];
+        if (n < sizeof(name)) {
+            memcpy(name, s, n);
+            name[n] = '\0';
+            *v = memtrace_action_from_name(name);
+        } else
+            *v = -1;
+    }
+    return *v;
+}
+
+static struct clist *list_of(struct imp *im, int32_t d)
+{
+    if ((size_t)d >= im->nlists) {
+        size_t n = im->nlists ? im->nlists : 4;
+        while (n <= (size_t)d)
+            n *= 2;
+        struct clist *l = realloc(im->lists, n * sizeof(*l));
+        if (!l)
+            return NULL;
+        memset(l + im->nlists, 0, (n - im->nlists) * sizeof(*l));
+        im->lists = l;
+        im->nlists = n;
+    }
+    return &im->lists[d];
+}
+
+/* A trace entry of device d into a record of its list. */
+static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *e)
+{
+    char what[96];
+    struct clist *l = list_of(im, d);
+    if (!l)
+        return ifail(im, MEMTRACE_ENOMEM, "out of memory");
+    if (e->type != MT_PV_DICT) {
+        snprintf(what, sizeof(what), "device_traces[%d][%zu]", (int)d, k);
+        return ifail(im, MEMTRACE_EFORMAT, "%s is not a dict", what);
+    }
+    const struct mt_pv *f[K_N] = {0};
+    const struct mt_pbox *b = e->u.c;
+    for (size_t j = 0; j + 1 < b->n; j += 2) {
+        int kf = key_of(im, &b->items[j]);
+        if (kf >= 0)
+            f[kf] = &b->items[j + 1];
+    }
+    uint64_t mt = f[K_TIME] && f[K_TIME]->type == MT_PV_INT && f[K_TIME]->u.i > 0
+                      ? (uint64_t)f[K_TIME]->u.i
+                      : 0;
+    if (mt * 1000 < im->t0)
+        im->t0 = mt * 1000;
+    if (mt * 1000 > im->t1)
+        im->t1 = mt * 1000;
+    int a = f[K_ACTION] ? action_of(im, f[K_ACTION]) : memtrace_action_from_name("");
+    if (a < 0 || a == MEMTRACE_COUNTER) {
+        im->st->skipped++;
+        return put_record(im, l, mt, NULL);
+    }
+    struct memtrace_event ev;
+    memset(&ev, 0, sizeof(ev));
+    uint64_t t_us;
+    static const int order[6] = {K_TIME, K_ADDR, K_SIZE, K_REQ, K_STREAM, K_FREE};
+    uint64_t *dst[6] = {&t_us, &ev.addr, &ev.size, &ev.requested_size, &ev.stream, &ev.aux};
+    for (int j = 0; j < 6; j++) {
+        int why = u64_of(f[order[j]], 0, dst[j]);
+        if (why) {
+            snprintf(what, sizeof(what), "device_traces[%d][%zu]", (int)d, k);
+            return u64_fail(im, why, what, key_name[order[j]]);
+        }
+    }
+    ev.time_ns = t_us * 1000;
+    ev.action = (uint8_t)a;
+    ev.device = d;
+    ev.stack = stack_of(im, f[K_FRAMES]);
+    size_t n;
+    const char *cc = mt_pv_str(f[K_CC], &n);
+    if (cc)
+        ev.category = mt_intern_stringn(&im->in, cc, n);
+    if (im->in.nomem)
+        return ifail(im, MEMTRACE_ENOMEM, "out of memory");
+    return put_record(im, l, mt, &ev);
+}
+
+static int annotation_entry(struct imp *im, size_t k, const struct mt_pv *e)
 {
     char what[64];
     snprintf(what, sizeof(what), "external_annotations[%zu]", k);
-    memset(ev, 0, sizeof(*ev));
-    *skip = !json_is_object(e) || !json_object_get(e, "time_us");
-    if (*skip)
-        return 0;
+    uint64_t mt = entry_time(e);
+    if (e->type != MT_PV_DICT || !mt_pv_get(e, "time_us")) {
+        im->st->skipped++;
+        return put_record(im, &im->annots, mt, NULL);
+    }
+    struct memtrace_event ev;
+    memset(&ev, 0, sizeof(ev));
     uint64_t t_us;
     int rc = get_u64(im, e, "time_us", 0, &t_us, what);
     if (rc == 0)
-        rc = get_i32(im, e, "device", &ev->device, what);
+        rc = get_i32(im, e, "device", &ev.device, what);
     if (rc)
         return rc;
-    const char *stage = get_str(e, "stage");
-    ev->action = MEMTRACE_ANNOTATE;
-    ev->time_ns = t_us * 1000;
-    ev->aux = strcmp(stage, "START") == 0 ? MEMTRACE_ANNOTATE_PUSH
-              : strcmp(stage, "END") == 0 ? MEMTRACE_ANNOTATE_POP
-                                          : MEMTRACE_ANNOTATE_MARK;
-    ev->category = mt_intern_string(&im->in, get_str(e, "name"));
-    return 0;
+    size_t n;
+    const char *stage = get_str(e, "stage", &n);
+    ev.action = MEMTRACE_ANNOTATE;
+    ev.time_ns = t_us * 1000;
+    ev.aux = str_eq(stage, n, "START") ? MEMTRACE_ANNOTATE_PUSH
+             : str_eq(stage, n, "END") ? MEMTRACE_ANNOTATE_POP
+                                       : MEMTRACE_ANNOTATE_MARK;
+    const char *name = get_str(e, "name", &n);
+    ev.category = mt_intern_stringn(&im->in, name, n);
+    return put_record(im, &im->annots, mt, &ev);
 }
 
-/* The entry's time in us for the merge (entries without one sort as 0). */
-static uint64_t entry_time(json_t *e)
+/* The streaming reader's callback: an entry of device_traces[list]. */
+static int stream_entry(void *ctx, int32_t list, size_t k, const struct mt_pv *v)
 {
-    json_t *t = json_object_get(e, "time_us");
-    return json_is_integer(t) && json_integer_value(t) > 0 ? (uint64_t)json_integer_value(t) : 0;
+    return trace_entry(ctx, list, k, v);
 }
 
-/* Every device trace and the annotations, merged by time; a list keeps its order. */
-static int write_events(struct imp *im, json_t *traces, json_t *annots)
+/* Every device trace (lists 0 .. ndev-1) and the annotations (list ndev), merged by
+ * time as their records go; a list keeps its order, ties go to the lower list. */
+static int write_events(struct imp *im, size_t ndev)
 {
-    size_t nlists = json_array_size(traces) + 1;
-    size_t *pos = calloc(nlists, sizeof(*pos));
-    if (!pos)
-        return ifail(im, MEMTRACE_ENOMEM, "out of memory");
+    size_t nl = ndev + 1, nact = 0;
+    struct cursor *c = calloc(nl, sizeof(*c));
+    size_t *act = calloc(nl, sizeof(*act));
     int rc = 0;
-    for (;;) {
-        size_t best = nlists;
-        uint64_t bt = 0;
-        for (size_t l = 0; l < nlists; l++) {
-            json_t *list = l + 1 < nlists ? json_array_get(traces, l) : annots;
-            if (pos[l] >= json_array_size(list))
-                continue;
-            uint64_t t = entry_time(json_array_get(list, pos[l]));
-            if (best == nlists || t < bt) {
-                best = l;
-                bt = t;
-            }
-        }
-        if (best == nlists)
-            break;
-        size_t k = pos[best]++;
-        struct memtrace_event ev;
-        int skip;
-        if (best + 1 < nlists)
-            rc = trace_event(im, json_array_get(json_array_get(traces, best), k), (int32_t)best, k,
-                             &ev, &skip);
-        else
-            rc = annotation_event(im, json_array_get(annots, k), k, &ev, &skip);
-        if (rc)
-            break;
-        if (skip) {
-            im->st->skipped++;
+    if (!c || !act)
+        rc = ifail(im, MEMTRACE_ENOMEM, "out of memory");
+    for (size_t l = 0; rc == 0 && l < nl; l++) {
+        const struct clist *cl = l < ndev ? (l < im->nlists ? &im->lists[l] : NULL) : &im->annots;
+        if (!cl || !cl->len)
             continue;
-        }
-        if ((rc = add_event(im, &ev)))
-            break;
+        c[l].p = cl->buf;
+        c[l].end = cl->buf + cl->len;
+        cursor_next(&c[l]);
+        act[nact++] = l;
     }
-    free(pos);
+    while (rc == 0 && nact) {
+        size_t bi = 0;
+        for (size_t j = 1; j < nact; j++)
+            if (c[act[j]].t < c[act[bi]].t)
+                bi = j;
+        struct cursor *b = &c[act[bi]];
+        if (!b->skip)
+            rc = add_event(im, &b->ev);
+        if (b->p < b->end)
+            cursor_next(b);
+        else
+            memmove(act + bi, act + bi + 1, (--nact - bi) * sizeof(*act));
+    }
+    free(c);
+    free(act);
     return rc ? rc : flush_events(im);
 }
 
-static int block_state(const char *s)
+static int block_state(const char *s, size_t n)
 {
-    if (strcmp(s, "active_allocated") == 0)
+    if (str_eq(s, n, "active_allocated"))
         return MEMTRACE_BLOCK_ACTIVE_ALLOCATED;
-    if (strcmp(s, "active_pending_free") == 0)
+    if (str_eq(s, n, "active_pending_free"))
         return MEMTRACE_BLOCK_ACTIVE_PENDING_FREE;
-    if (strcmp(s, "inactive") == 0)
+    if (str_eq(s, n, "inactive"))
         return MEMTRACE_BLOCK_INACTIVE;
     return -1;
 }
 
-static int read_segment(struct imp *im, json_t *s, size_t i, struct memtrace_segment *seg,
-                        struct memtrace_block **blocks)
+static int64_t int_or_0(const struct mt_pv *v)
+{
+    return v && v->type == MT_PV_INT ? v->u.i : 0;
+}
+
+static int read_segment(struct imp *im, const struct mt_pv *s, size_t i,
+                        struct memtrace_segment *seg, struct memtrace_block **blocks)
 {
     char what[64];
     snprintf(what, sizeof(what), "segments[%zu]", i);
     memset(seg, 0, sizeof(*seg));
     *blocks = NULL;
-    if (!json_is_object(s))
+    if (s->type != MT_PV_DICT)
         return ifail(im, MEMTRACE_EFORMAT, "%s is not a dict", what);
     int rc;
     if ((rc = get_u64(im, s, "address", 0, &seg->addr, what)) ||
@@ -292,22 +708,24 @@ static int read_segment(struct imp *im, json_t *s, size_t i, struct memtrace_seg
         (rc = get_u64(im, s, "stream", 0, &seg->stream, what)) ||
         (rc = get_i32(im, s, "device", &seg->device, what)))
         return rc;
-    seg->is_large = strcmp(get_str(s, "segment_type"), "small") != 0;
-    seg->is_expandable = json_is_true(json_object_get(s, "is_expandable"));
-    json_t *pool = json_object_get(s, "segment_pool_id");
-    if (json_is_array(pool) && json_array_size(pool) == 2) {
+    size_t n;
+    const char *type = get_str(s, "segment_type", &n);
+    seg->is_large = !str_eq(type, n, "small");
+    const struct mt_pv *x = mt_pv_get(s, "is_expandable");
+    seg->is_expandable = x && x->type == MT_PV_BOOL && x->u.i;
+    const struct mt_pv *pool = mt_pv_get(s, "segment_pool_id");
+    if (mt_pv_len(pool) == 2) {
         /* (graph pool id, 0) -> id; (0, user pool id) -> -id */
-        json_int_t a = json_integer_value(json_array_get(pool, 0));
-        json_int_t b = json_integer_value(json_array_get(pool, 1));
-        json_int_t p = a != 0 ? a : -b;
+        int64_t a = int_or_0(mt_pv_at(pool, 0)), b = int_or_0(mt_pv_at(pool, 1));
+        int64_t p = a != 0 ? a : -b;
         seg->pool = p > INT32_MAX ? INT32_MAX : p < -INT32_MAX ? -INT32_MAX : (int32_t)p;
-    } else if (json_is_integer(pool))
+    } else if (pool && pool->type == MT_PV_INT)
         rc = get_i32(im, s, "segment_pool_id", &seg->pool, what);
     if (rc)
         return rc;
-    seg->stack = stack_of(im, json_object_get(s, "frames"));
-    json_t *bl = json_object_get(s, "blocks");
-    size_t nb = json_array_size(bl);
+    seg->stack = stack_of(im, mt_pv_get(s, "frames"));
+    const struct mt_pv *bl = mt_pv_get(s, "blocks");
+    size_t nb = mt_pv_len(bl);
     if (nb == 0)
         return 0;
     *blocks = calloc(nb, sizeof(**blocks));
@@ -315,12 +733,12 @@ static int read_segment(struct imp *im, json_t *s, size_t i, struct memtrace_seg
         return ifail(im, MEMTRACE_ENOMEM, "out of memory");
     uint64_t addr = seg->addr;
     for (size_t k = 0; k < nb; k++) {
-        json_t *b = json_array_get(bl, k);
+        const struct mt_pv *b = mt_pv_at(bl, k);
         struct memtrace_block *mb = &(*blocks)[k];
         snprintf(what, sizeof(what), "segments[%zu].blocks[%zu]", i, k);
-        if (!json_is_object(b))
+        if (b->type != MT_PV_DICT)
             return ifail(im, MEMTRACE_EFORMAT, "%s is not a dict", what);
-        json_t *hist = json_array_get(json_object_get(b, "history"), 0);
+        const struct mt_pv *hist = mt_pv_at(mt_pv_get(b, "history"), 0);
         uint64_t real = 0;
         if ((rc = get_u64(im, b, "address", addr, &mb->addr, what)) ||
             (rc = get_u64(im, b, "size", 0, &mb->size, what)) ||
@@ -328,12 +746,13 @@ static int read_segment(struct imp *im, json_t *s, size_t i, struct memtrace_seg
             (rc = get_u64(im, b, "requested_size", hist ? real : mb->size, &mb->requested_size,
                           what)))
             return rc;
-        int st = block_state(get_str(b, "state"));
+        const char *state = get_str(b, "state", &n);
+        int st = block_state(state, n);
         if (st < 0)
-            return ifail(im, MEMTRACE_EFORMAT, "%s: unknown state '%s'", what, get_str(b, "state"));
+            return ifail(im, MEMTRACE_EFORMAT, "%s: unknown state '%.*s'", what, (int)n, state);
         mb->state = st;
-        json_t *frames = json_object_get(b, "frames");
-        mb->stack = stack_of(im, frames ? frames : json_object_get(hist, "frames"));
+        const struct mt_pv *frames = mt_pv_get(b, "frames");
+        mb->stack = stack_of(im, frames ? frames : mt_pv_get(hist, "frames"));
         addr = mb->addr + mb->size;
     }
     seg->nblocks = nb;
@@ -342,16 +761,16 @@ static int read_segment(struct imp *im, json_t *s, size_t i, struct memtrace_seg
     return 0;
 }
 
-static int write_state(struct imp *im, json_t *segs, uint64_t time_ns)
+static int write_state(struct imp *im, const struct mt_pv *segs, uint64_t time_ns)
 {
-    size_t n = json_array_size(segs);
+    size_t n = mt_pv_len(segs);
     struct memtrace_segment *sv = calloc(n ? n : 1, sizeof(*sv));
     struct memtrace_block **bv = calloc(n ? n : 1, sizeof(*bv));
     int rc = 0;
     if (!sv || !bv)
         rc = ifail(im, MEMTRACE_ENOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = read_segment(im, json_array_get(segs, i), i, &sv[i], &bv[i]);
+        rc = read_segment(im, mt_pv_at(segs, i), i, &sv[i], &bv[i]);
     if (rc == 0 && (rc = mt_intern_flush(&im->in, im->w)) == 0)
         rc = mt_writer_state(im->w, time_ns, sv, n);
     if (rc && im->err->code == 0)
@@ -364,59 +783,86 @@ static int write_state(struct imp *im, json_t *segs, uint64_t time_ns)
     return rc;
 }
 
-static int read_whole(struct imp *im, unsigned char **buf, size_t *len)
+/* What the streaming reader built up, dropped before reading again whole. */
+static void reset(struct imp *im)
 {
-    FILE *f = fopen(im->path, "rb");
-    if (!f)
-        return ifail(im, MEMTRACE_EIO, "cannot open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return ifail(im, MEMTRACE_EIO, "not a regular file");
-    }
-    *len = (size_t)sb.st_size;
-    *buf = malloc(*len ? *len : 1);
-    if (!*buf) {
-        fclose(f);
-        return ifail(im, MEMTRACE_ENOMEM, "out of memory for %zu bytes", *len);
-    }
-    size_t got = fread(*buf, 1, *len, f);
-    fclose(f);
-    if (got != *len)
-        return ifail(im, MEMTRACE_EIO, "read error");
-    return 0;
+    for (size_t l = 0; l < im->nlists; l++)
+        free(im->lists[l].buf);
+    free(im->lists);
+    im->lists = NULL;
+    im->nlists = 0;
+    free(im->annots.buf);
+    memset(&im->annots, 0, sizeof(im->annots));
+    seq_free(&im->seqs);
+    mt_intern_free(&im->in);
+    mt_intern_init(&im->in);
+    memset(&im->keys, 0, sizeof(im->keys));
+    memset(&im->actions, 0, sizeof(im->actions));
+    im->t0 = UINT64_MAX;
+    im->t1 = 0;
 }
 
-static int parse(struct imp *im, json_t **root)
+/* The input mapped (a pickle's values point into it), parsed into *root; a JSON
+ * document's tree stays in *json for the values pointing into it. */
+static int parse(struct imp *im, void **map, size_t *maplen, json_t **json, struct mt_pv *root)
 {
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    int rc = read_whole(im, &buf, &len);
-    if (rc)
-        return rc;
+    int fd = open(im->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ifail(im, MEMTRACE_EIO, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return ifail(im, MEMTRACE_EIO, "not a regular file");
+    }
+    size_t len = (size_t)sb.st_size;
+    const unsigned char *buf = (const unsigned char *)"";
+    if (len > 0) {
+        *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (*map == MAP_FAILED) {
+            *map = NULL;
+            close(fd);
+            return ifail(im, MEMTRACE_EIO, "cannot map %zu bytes: %s", len, strerror(errno));
+        }
+        *maplen = len;
+        buf = *map;
+        madvise(*map, len, MADV_SEQUENTIAL);
+    }
+    close(fd);
     size_t i = 0;
+    int rc = 0;
     while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
         i++;
     if (i < len && (buf[i] == '{' || buf[i] == '[')) {
         json_error_t jerr;
-        *root = json_loadb((const char *)buf, len, 0, &jerr);
-        if (!*root)
-            rc = ifail(im, MEMTRACE_EFORMAT, "bad JSON at line %d, column %d: %s", jerr.line,
-                       jerr.column, jerr.text);
+        *json = json_loadb((const char *)buf, len, 0, &jerr);
+        if (!*json)
+            return ifail(im, MEMTRACE_EFORMAT, "bad JSON at line %d, column %d: %s", jerr.line,
+                         jerr.column, jerr.text);
+        if (mt_pv_from_json(*json, root) != 0)
+            return ifail(im, MEMTRACE_ENOMEM, "out of memory");
     } else if (len > 0 && buf[0] == 0x80) {
         struct mt_pickle_error perr;
+        struct mt_pickle_opts o = {
+            .key = "device_traces", .item = stream_entry, .ctx = im, .drop_behind = 1};
         im->st->pickle = 1;
-        rc = mt_pickle_load(buf, len, root, &perr);
+        rc = mt_pickle_read(buf, len, &o, root, &perr);
+        if (rc == MT_PICKLE_AGAIN) {
+            /* shaped otherwise than streaming foresaw, or an entry is bad: read whole */
+            reset(im);
+            memset(im->err, 0, sizeof(*im->err));
+            im->st->skipped = 0;
+            o.item = NULL;
+            rc = mt_pickle_read(buf, len, &o, root, &perr);
+        }
         if (rc)
             ifail(im, rc, "%s", perr.text);
     } else
         rc = ifail(im, MEMTRACE_EFORMAT,
                    "not a PyTorch memory snapshot (neither a pickle nor JSON)");
-    free(buf);
     return rc;
 }
 
-static json_t *build_meta(struct imp *im, json_t *root, uint64_t t0)
+static json_t *build_meta(struct imp *im, const struct mt_pv *root, uint64_t t0)
 {
     json_t *meta = json_object();
     json_object_set_new(meta, "imported_from", json_string(im->path));
@@ -425,15 +871,15 @@ static json_t *build_meta(struct imp *im, json_t *root, uint64_t t0)
     /* time_us is wall-clock: make wall time = time_ns */
     json_object_set_new(meta, "start_time_ns", json_integer((json_int_t)t0));
     json_object_set_new(meta, "start_monotonic_ns", json_integer((json_int_t)t0));
-    if (!json_is_object(root))
+    if (root->type != MT_PV_DICT)
         return meta;
+    static const char *const big[] = {"segments", "device_traces", NULL};
+    json_t *rest = mt_pv_to_json_without(root, big);
     json_t *kept = json_object();
     const char *key;
     json_t *v;
-    json_object_foreach(root, key, v)
+    json_object_foreach(rest, key, v)
     {
-        if (strcmp(key, "segments") == 0 || strcmp(key, "device_traces") == 0)
-            continue;
         if (strcmp(key, "allocator_settings") == 0)
             json_object_set(meta, key, v);
         else
@@ -442,6 +888,7 @@ static json_t *build_meta(struct imp *im, json_t *root, uint64_t t0)
     if (json_object_size(kept))
         json_object_set(meta, "pytorch_snapshot", kept);
     json_decref(kept);
+    json_decref(rest);
     return meta;
 }
 
@@ -465,47 +912,51 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
     im->path = in_path;
     im->err = err;
     im->st = st;
+    im->t0 = UINT64_MAX;
     mt_intern_init(&im->in);
-    json_t *root = NULL, *meta = NULL;
+    json_t *meta = NULL, *json = NULL;
+    struct mt_pv root = {.type = MT_PV_NONE};
+    void *map = NULL;
+    size_t maplen = 0;
     char *text = NULL;
-    int rc = parse(im, &root);
+    int rc = parse(im, &map, &maplen, &json, &root);
     if (rc)
         goto out;
-    json_t *segs = json_is_array(root) ? root : json_object_get(root, "segments");
-    json_t *traces = json_object_get(root, "device_traces");
-    json_t *annots = json_object_get(root, "external_annotations");
-    if (!json_is_array(root) && !json_is_object(root)) {
+    const struct mt_pv *segs = root.type == MT_PV_LIST ? &root : mt_pv_get(&root, "segments");
+    const struct mt_pv *traces = mt_pv_get(&root, "device_traces");
+    const struct mt_pv *annots = mt_pv_get(&root, "external_annotations");
+    if (root.type != MT_PV_LIST && root.type != MT_PV_DICT) {
         rc = ifail(im, MEMTRACE_EFORMAT, "not a PyTorch memory snapshot (no segments)");
         goto out;
     }
-    if (json_is_object(root) && !segs && !traces) {
+    if (root.type == MT_PV_DICT && !segs && !traces) {
         rc = ifail(im, MEMTRACE_EFORMAT,
                    "not a PyTorch memory snapshot (neither 'segments' nor 'device_traces')");
         goto out;
     }
-    if ((segs && !json_is_array(segs)) || (traces && !json_is_array(traces))) {
+    if ((segs && segs->type != MT_PV_LIST) || (traces && traces->type != MT_PV_LIST)) {
         rc = ifail(im, MEMTRACE_EFORMAT, "'segments' and 'device_traces' must be lists");
         goto out;
     }
-    if (!json_is_array(annots))
-        annots = NULL;
-    uint64_t t0 = UINT64_MAX, t1 = 0;
-    for (size_t d = 0; d < json_array_size(traces); d++) {
-        json_t *list = json_array_get(traces, d);
-        if (!json_is_array(list)) {
+    size_t ndev = mt_pv_len(traces);
+    for (size_t d = 0; d < ndev; d++)
+        if (mt_pv_at(traces, d)->type != MT_PV_LIST) {
             rc = ifail(im, MEMTRACE_EFORMAT, "device_traces[%zu] is not a list", d);
             goto out;
         }
-        for (size_t k = 0; k < json_array_size(list); k++) {
-            uint64_t t = entry_time(json_array_get(list, k)) * 1000;
-            t0 = t < t0 ? t : t0;
-            t1 = t > t1 ? t : t1;
-        }
+    /* what streaming did not take (all of it, for JSON or a pickle read whole) */
+    for (size_t d = 0; d < ndev; d++) {
+        const struct mt_pv *list = mt_pv_at(traces, d);
+        for (size_t k = 0; k < mt_pv_len(list); k++)
+            if ((rc = trace_entry(im, (int32_t)d, k, mt_pv_at(list, k))) != 0)
+                goto out;
     }
-    if (t0 == UINT64_MAX)
-        t0 = 0;
-    st->devices = json_array_size(traces);
-    meta = build_meta(im, root, t0);
+    for (size_t k = 0; k < mt_pv_len(annots); k++)
+        if ((rc = annotation_entry(im, k, mt_pv_at(annots, k))) != 0)
+            goto out;
+    uint64_t t0 = im->t0 == UINT64_MAX ? 0 : im->t0;
+    st->devices = ndev;
+    meta = build_meta(im, &root, t0);
     text = json_dumps(meta, JSON_COMPACT);
     if (!text) {
         rc = ifail(im, MEMTRACE_ENOMEM, "out of memory");
@@ -519,7 +970,7 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
         rc = ifail(im, rc, "cannot write %s", out_path);
         goto out;
     }
-    if ((rc = write_events(im, traces, annots)) != 0 || (rc = write_state(im, segs, t1)) != 0)
+    if ((rc = write_events(im, ndev)) != 0 || (rc = write_state(im, segs, im->t1)) != 0)
         goto out;
     char end[160];
     snprintf(end, sizeof(end), "{\"events\": %llu, \"skipped_entries\": %llu}",
@@ -535,8 +986,13 @@ out:
     }
     free(text);
     json_decref(meta);
-    json_decref(root);
+    mt_pv_release(&root);
+    json_decref(json);
+    if (map)
+        munmap(map, maplen);
+    reset(im);
     mt_intern_free(&im->in);
+    free(im->fids);
     free(im);
     return rc;
 }

@@ -3,11 +3,21 @@
  * Reading is two passes over the bytes. The scan walks opcode by opcode with each
  * one's argument length, refusing the first opcode that imports or calls and any
  * opcode outside the data-only set; so a hostile file is refused before a single
- * object exists. The build pass then runs a stack machine over the same opcodes:
- * a stack of values, a stack of marks, a memo (ids bounded by the input's size), and
- * beside them a table keyed by each container's address holding its height and
- * whether it sits inside another: a container inside another is frozen, which keeps
- * the result a tree with shared leaves and no cycles, and heights bound the depth.
+ * object exists. It also marks which memo ids are ever fetched (BINGET, LONG_BINGET):
+ * the build pass keeps only those in its memo, numbered densely by rank, so that the
+ * thousands of entries PyTorch memoizes and never fetches again die as soon as they
+ * are used. The build pass then runs a stack machine over the same opcodes: a stack
+ * of values, a stack of marks and the memo. Each box (dict or list) carries its
+ * height and whether it sits inside another: a box inside another is frozen, which
+ * keeps the result a tree with shared leaves and no cycles, and heights bound the
+ * depth.
+ *
+ * Streaming guesses each new box's place from the stack beneath it (the box at the
+ * bottom is the root; a list whose key just below it is opts->key under the root
+ * holds the streamed lists; a list whose container below is that list is one of
+ * them) and checks every guess when the box is put in its parent and at STOP. A
+ * streamed list hands each item to the callback when it is appended, so an item is
+ * complete and frozen by then. Any guess found wrong gives MT_PICKLE_AGAIN.
  *
  * Opcodes (the argument follows the opcode byte; n: little-endian length):
  *   0x80 PROTO v     0x95 FRAME u64    ( MARK          . STOP
@@ -27,8 +37,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "addrtab.h"
 #include "memtrace.h"
 
 enum {
@@ -120,130 +131,374 @@ static int fail(struct mt_pickle_error *err, int code, uint64_t off, const char 
     return code;
 }
 
-static uint64_t le(const unsigned char *p, int n)
+static inline uint64_t le(const unsigned char *p, int n)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* the widths of the hot opcodes, as single loads */
+    if (n == 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    if (n == 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    if (n == 1)
+        return p[0];
+    if (n < 8) {
+        uint64_t v = 0;
+        memcpy(&v, p, (size_t)n);
+        return v;
+    }
+#endif
     uint64_t v = 0;
     for (int k = n - 1; k >= 0; k--)
         v = v << 8 | p[k];
     return v;
 }
 
-/* Bytes of op's argument at p (len bytes left after the opcode), or -1 when op is not
+/* Argument shape by opcode: 0 not ours, 1 + the fixed length, or VAR | the width of
+ * a length prefix. */
+#define VAR 0x40
+static const unsigned char arg_shape[256] = {
+    [OP_MARK] = 1,
+    [OP_STOP] = 1,
+    [OP_POP] = 1,
+    [OP_POP_MARK] = 1,
+    [OP_NONE] = 1,
+    [OP_APPEND] = 1,
+    [OP_DICT] = 1,
+    [OP_APPENDS] = 1,
+    [OP_LIST] = 1,
+    [OP_SETITEM] = 1,
+    [OP_TUPLE] = 1,
+    [OP_SETITEMS] = 1,
+    [OP_EMPTY_DICT] = 1,
+    [OP_EMPTY_LIST] = 1,
+    [OP_EMPTY_TUPLE] = 1,
+    [OP_TUPLE1] = 1,
+    [OP_TUPLE2] = 1,
+    [OP_TUPLE3] = 1,
+    [OP_NEWTRUE] = 1,
+    [OP_NEWFALSE] = 1,
+    [OP_MEMOIZE] = 1,
+    [OP_PROTO] = 2,
+    [OP_BININT1] = 2,
+    [OP_BINGET] = 2,
+    [OP_BINPUT] = 2,
+    [OP_BININT2] = 3,
+    [OP_BININT] = 5,
+    [OP_LONG_BINGET] = 5,
+    [OP_LONG_BINPUT] = 5,
+    [OP_BINFLOAT] = 9,
+    [OP_FRAME] = 9,
+    [OP_LONG1] = VAR | 1,
+    [OP_SHORT_BINUNICODE] = VAR | 1,
+    [OP_LONG4] = VAR | 4,
+    [OP_BINUNICODE] = VAR | 4,
+    [OP_BINUNICODE8] = VAR | 8,
+};
+
+/* 1 + the argument's width of the opcodes the scan passes without a look: fixed
+ * widths, neither PROTO, STOP nor a fetch. */
+static const unsigned char plain_step[256] = {
+    [OP_MARK] = 1,        [OP_POP] = 1,         [OP_POP_MARK] = 1, [OP_NONE] = 1,
+    [OP_APPEND] = 1,      [OP_DICT] = 1,        [OP_APPENDS] = 1,  [OP_LIST] = 1,
+    [OP_SETITEM] = 1,     [OP_TUPLE] = 1,       [OP_SETITEMS] = 1, [OP_EMPTY_DICT] = 1,
+    [OP_EMPTY_LIST] = 1,  [OP_EMPTY_TUPLE] = 1, [OP_TUPLE1] = 1,   [OP_TUPLE2] = 1,
+    [OP_TUPLE3] = 1,      [OP_NEWTRUE] = 1,     [OP_NEWFALSE] = 1, [OP_MEMOIZE] = 1,
+    [OP_BININT1] = 2,     [OP_BINPUT] = 2,      [OP_BININT2] = 3,  [OP_BININT] = 5,
+    [OP_LONG_BINPUT] = 5, [OP_BINFLOAT] = 9,    [OP_FRAME] = 9,
+};
+
+/* Bytes of op's argument at p (left bytes after the opcode), or -1 when op is not
  * one of ours, -2 when the argument runs past the end. */
-static int64_t arg_len(unsigned op, const unsigned char *p, size_t left)
+static inline int64_t arg_len(unsigned op, const unsigned char *p, size_t left)
 {
-    uint64_t n;
-    switch (op) {
-    case OP_MARK:
-    case OP_STOP:
-    case OP_POP:
-    case OP_POP_MARK:
-    case OP_NONE:
-    case OP_APPEND:
-    case OP_DICT:
-    case OP_APPENDS:
-    case OP_LIST:
-    case OP_SETITEM:
-    case OP_TUPLE:
-    case OP_SETITEMS:
-    case OP_EMPTY_DICT:
-    case OP_EMPTY_LIST:
-    case OP_EMPTY_TUPLE:
-    case OP_TUPLE1:
-    case OP_TUPLE2:
-    case OP_TUPLE3:
-    case OP_NEWTRUE:
-    case OP_NEWFALSE:
-    case OP_MEMOIZE:
-        return 0;
-    case OP_PROTO:
-    case OP_BININT1:
-    case OP_BINGET:
-    case OP_BINPUT:
-        return left < 1 ? -2 : 1;
-    case OP_BININT2:
-        return left < 2 ? -2 : 2;
-    case OP_BININT:
-    case OP_LONG_BINGET:
-    case OP_LONG_BINPUT:
-        return left < 4 ? -2 : 4;
-    case OP_BINFLOAT:
-    case OP_FRAME:
-        return left < 8 ? -2 : 8;
-    case OP_LONG1:
-    case OP_SHORT_BINUNICODE:
-        if (left < 1)
-            return -2;
-        n = p[0];
-        return n > left - 1 ? -2 : (int64_t)(1 + n);
-    case OP_LONG4:
-    case OP_BINUNICODE:
-        if (left < 4)
-            return -2;
-        n = le(p, 4);
-        return n > left - 4 ? -2 : (int64_t)(4 + n);
-    case OP_BINUNICODE8:
-        if (left < 8)
-            return -2;
-        n = le(p, 8);
-        return n > left - 8 ? -2 : (int64_t)(8 + n);
-    default:
+    unsigned s = arg_shape[op];
+    if (s == 0)
         return -1;
+    if (!(s & VAR))
+        return left < s - 1 ? -2 : (int64_t)(s - 1);
+    unsigned w = s & ~VAR;
+    if (left < w)
+        return -2;
+    uint64_t n = w == 1 ? p[0] : le(p, (int)w);
+    return n > left - w ? -2 : (int64_t)(w + n);
+}
+
+/* What the scan learns: the memo ids fetched, as a bitmap with a rank per word. */
+struct scan {
+    uint64_t *bits;
+    uint32_t *rank;
+    size_t nwords, nslots;
+    uint32_t *direct; /* slot + 1 by id, when small enough to keep (the usual case) */
+    size_t ndirect;
+};
+
+static int mark_grow(struct scan *s, uint64_t id);
+
+static inline int mark_fetched(struct scan *s, uint64_t id)
+{
+    size_t w = (size_t)(id >> 6);
+    if (w >= s->nwords)
+        return mark_grow(s, id);
+    /* most fetches fetch again what was fetched: a test spares the store */
+    if (!(s->bits[w] & 1ull << (id & 63)))
+        s->bits[w] |= 1ull << (id & 63);
+    return 0;
+}
+
+static int mark_grow(struct scan *s, uint64_t id)
+{
+    size_t w = (size_t)(id >> 6), n = s->nwords ? s->nwords : 64;
+    while (n <= w)
+        n *= 2;
+    uint64_t *b = realloc(s->bits, n * sizeof(*b));
+    if (!b)
+        return -1;
+    memset(b + s->nwords, 0, (n - s->nwords) * sizeof(*b));
+    s->bits = b;
+    s->nwords = n;
+    s->bits[w] |= 1ull << (id & 63);
+    return 0;
+}
+
+/* The dense memo slot of id, or SIZE_MAX when id is never fetched. */
+static inline size_t slot_of(const struct scan *s, uint64_t id)
+{
+    if (id < s->ndirect)
+        return (size_t)s->direct[id] - 1;
+    size_t w = (size_t)(id >> 6);
+    if (w >= s->nwords)
+        return SIZE_MAX;
+    uint64_t bit = 1ull << (id & 63);
+    if (!(s->bits[w] & bit))
+        return SIZE_MAX;
+    return s->rank[w] + (size_t)__builtin_popcountll(s->bits[w] & (bit - 1));
+}
+
+/* The window of a pass over a file mapping: the pages below upto are given back (a
+ * read-only file mapping: they read again from the file if touched) and the next
+ * DROP_STEP bytes are mapped in one call where the kernel can, instead of a fault per
+ * few pages. */
+#define DROP_STEP ((size_t)8 << 20)
+
+static void drop_pages(const unsigned char *buf, size_t len, size_t upto, size_t *dropped)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t end = upto / page * page;
+    if (end > *dropped) {
+        madvise((void *)(uintptr_t)(buf + *dropped), end - *dropped, MADV_DONTNEED);
+        *dropped = end;
     }
+#ifdef MADV_POPULATE_READ
+    size_t ahead = len - end < DROP_STEP + page ? len - end : DROP_STEP + page;
+    if (ahead)
+        madvise((void *)(uintptr_t)(buf + end), ahead, MADV_POPULATE_READ);
+#else
+    (void)len;
+#endif
 }
 
 /* The scan: every opcode is ours, every argument is inside the input, a STOP ends it. */
-static int scan(const unsigned char *buf, size_t len, struct mt_pickle_error *err)
+static int scan(const unsigned char *buf, size_t len, int drop, struct scan *s,
+                struct mt_pickle_error *err)
 {
-    size_t i = 0;
+    size_t i = 0, dropped = 0, next_drop = DROP_STEP;
+    if (drop)
+        drop_pages(buf, len, 0, &dropped);
     while (i < len) {
+        /* the common opcodes, far from the end: fixed widths, nothing to check */
+        /* (branches rather than a table for the fetches: a predicted branch lets
+         * the loads run ahead, a width read from a table makes each wait) */
+        while (i + 9 < len && i < next_drop) {
+            uint64_t id;
+            if (buf[i] == OP_LONG_BINGET) {
+                id = le(buf + i + 1, 4);
+                i += 5;
+            } else if (buf[i] == OP_BINGET) {
+                id = buf[i + 1];
+                i += 2;
+            } else {
+                unsigned st = plain_step[buf[i]];
+                if (!st)
+                    break;
+                i += st;
+                continue;
+            }
+            if (id < len && mark_fetched(s, id) != 0)
+                return fail(err, MEMTRACE_ENOMEM, i, "out of memory reading the pickle");
+        }
+        if (i >= next_drop) {
+            if (drop)
+                drop_pages(buf, len, i, &dropped);
+            next_drop = i + DROP_STEP;
+            continue;
+        }
+        if (i >= len)
+            break;
         unsigned op = buf[i];
-        const char *name = code_opcode(op);
-        if (name)
-            return fail(err, MEMTRACE_EFORMAT, i,
-                        "pickle opcode %s at offset %zu would import or call code; refused", name,
-                        i);
         int64_t a = arg_len(op, buf + i + 1, len - i - 1);
-        if (a == -1)
-            return fail(err, MEMTRACE_EFORMAT, i,
-                        "unsupported pickle opcode 0x%02x at offset %zu (not a plain-data pickle)",
-                        op, i);
-        if (a == -2)
+        if (a < 0) {
+            const char *name = code_opcode(op);
+            if (name)
+                return fail(err, MEMTRACE_EFORMAT, i,
+                            "pickle opcode %s at offset %zu would import or call code; refused",
+                            name, i);
+            if (a == -1)
+                return fail(err, MEMTRACE_EFORMAT, i,
+                            "unsupported pickle opcode 0x%02x at offset %zu (not a plain-data "
+                            "pickle)",
+                            op, i);
             return fail(err, MEMTRACE_EFORMAT, i,
                         "pickle truncated: opcode at offset %zu runs past "
                         "the end",
                         i);
-        if (op == OP_PROTO && (buf[i + 1] < 2 || buf[i + 1] > 5))
+        }
+        if (op == OP_BINGET || op == OP_LONG_BINGET) {
+            uint64_t id = le(buf + i + 1, (int)a);
+            if (id < len && mark_fetched(s, id) != 0)
+                return fail(err, MEMTRACE_ENOMEM, i, "out of memory reading the pickle");
+        } else if (op == OP_PROTO && (buf[i + 1] < 2 || buf[i + 1] > 5))
             return fail(err, MEMTRACE_EFORMAT, i,
                         "pickle protocol %u at offset %zu: only 2 to 5 are "
                         "read",
                         buf[i + 1], i);
-        if (op == OP_STOP)
+        else if (op == OP_STOP) {
+            s->rank = calloc(s->nwords ? s->nwords : 1, sizeof(*s->rank));
+            if (!s->rank)
+                return fail(err, MEMTRACE_ENOMEM, i, "out of memory reading the pickle");
+            for (size_t w = 0; w < s->nwords; w++) {
+                s->rank[w] = (uint32_t)s->nslots;
+                s->nslots += (size_t)__builtin_popcountll(s->bits[w]);
+            }
+            /* a table by id spares the rank's popcount on every fetch; it costs 4
+             * bytes an id up to the highest fetched, so only while that is small
+             * beside the input */
+            size_t top = s->nwords * 64;
+            while (top > 0 && !(s->bits[(top - 1) >> 6] & 1ull << ((top - 1) & 63)))
+                top--;
+            if (top * sizeof(uint32_t) <= len / 4 + 4096 && top > 0 &&
+                (s->direct = calloc(top, sizeof(uint32_t))) != NULL) {
+                size_t slot = 0;
+                for (size_t id = 0; id < top; id++)
+                    if (s->bits[id >> 6] & 1ull << (id & 63))
+                        s->direct[id] = (uint32_t)++slot;
+                s->ndirect = top;
+            }
             return 0;
+        }
         i += 1 + (size_t)a;
     }
     return fail(err, MEMTRACE_EFORMAT, len, "pickle truncated: no STOP opcode before the end");
 }
 
-/* What the build pass keeps per container. */
-struct cinfo {
-    struct mt_addrtab_head head; /* key: the json_t's address */
-    uint32_t height;             /* 1 for an empty container */
-    uint32_t frozen;             /* inside another container */
+/* Values. */
+
+enum { ROLE_NONE, ROLE_ROOT, ROLE_LISTS, ROLE_STREAM };
+
+static inline int is_box(const struct mt_pv *v)
+{
+    return v->type == MT_PV_DICT || v->type == MT_PV_LIST;
+}
+
+static inline void pv_ref(const struct mt_pv *v)
+{
+    if (is_box(v))
+        v->u.c->refs++;
+}
+
+/* Boxes freed while a read runs wait here, items array and all, for the next one:
+ * a streamed read makes and frees a few boxes per entry, millions in all. */
+#define SPARE_MAX 1024
+struct spares {
+    size_t n;
+    struct mt_pbox *box[SPARE_MAX];
 };
+/* a pointer only: the library may be loaded by dlopen, where static TLS is scarce */
+static _Thread_local struct spares *spares;
+
+static void drain_spares(void)
+{
+    while (spares && spares->n) {
+        struct mt_pbox *b = spares->box[--spares->n];
+        free(b->items);
+        free(b);
+    }
+    free(spares);
+    spares = NULL;
+}
+
+void mt_pv_release(struct mt_pv *v)
+{
+    if (is_box(v) && --v->u.c->refs == 0) {
+        struct mt_pbox *b = v->u.c;
+        for (size_t k = 0; k < b->n; k++)
+            mt_pv_release(&b->items[k]);
+        if (spares && spares->n < SPARE_MAX && b->cap <= 64)
+            spares->box[spares->n++] = b;
+        else {
+            free(b->items);
+            free(b);
+        }
+    }
+    v->type = MT_PV_NONE;
+}
+
+static struct mt_pbox *new_box(uint8_t kind)
+{
+    struct mt_pbox *b;
+    if (spares && spares->n) {
+        b = spares->box[--spares->n];
+        struct mt_pv *items = b->items;
+        size_t cap = b->cap;
+        memset(b, 0, sizeof(*b));
+        b->items = items;
+        b->cap = cap;
+    } else if ((b = calloc(1, sizeof(*b))) == NULL)
+        return NULL;
+    b->refs = 1;
+    b->kind = kind;
+    b->height = 1;
+    return b;
+}
+
+static int box_add(struct mt_pbox *b, const struct mt_pv *v)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 8;
+        struct mt_pv *it = realloc(b->items, cap * sizeof(*it));
+        if (!it)
+            return -1;
+        b->items = it;
+        b->cap = cap;
+    }
+    b->items[b->n++] = *v;
+    return 0;
+}
+
+/* The reader. */
 
 struct vm {
     const unsigned char *buf;
     size_t len, off;
-    json_t **stack;
+    struct mt_pv *stack;
     size_t n, cap;
     size_t *marks;
     size_t nmarks, capmarks;
-    json_t **memo;
-    size_t capmemo;
-    uint32_t next_memo;
-    struct mt_addrtab info;
+    struct mt_pv *memo; /* by slot_of() */
+    const struct scan *sc;
+    uint64_t next_memo;
     struct mt_pickle_error *err;
+    const struct mt_pickle_opts *o;
+    struct mt_pbox *root, *lists; /* the guesses, each holding a reference */
+    size_t streaming, placed;     /* lists that streamed items; those of them put in place */
+    int again;
+    uint64_t epoch; /* bumped when a memo slot is put again: the runs cached go stale */
+    struct runs *runs;
 };
 
 static int nomem(struct vm *v)
@@ -251,116 +506,190 @@ static int nomem(struct vm *v)
     return fail(v->err, MEMTRACE_ENOMEM, v->off, "out of memory reading the pickle");
 }
 
-/* Pushes j; a fresh container (just made) starts with height 1, unfrozen, whatever a
- * freed container at the same address left in the table. */
-static int push_v(struct vm *v, json_t *j, int fresh)
-{
-    if (!j)
-        return nomem(v);
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 256;
-        json_t **s = realloc(v->stack, cap * sizeof(*s));
-        if (!s) {
-            json_decref(j);
-            return nomem(v);
-        }
-        v->stack = s;
-        v->cap = cap;
-    }
-    v->stack[v->n++] = j;
-    if (json_is_object(j) || json_is_array(j)) {
-        int existed;
-        struct cinfo *ci = mt_addrtab_get(&v->info, (uint64_t)(uintptr_t)j, &existed);
-        if (!ci)
-            return nomem(v);
-        if (!existed || fresh) {
-            ci->height = 1;
-            ci->frozen = 0;
-        }
-    }
-    return 0;
-}
-
-static int push(struct vm *v, json_t *j)
-{
-    return push_v(v, j, 1);
-}
-
 static int bad(struct vm *v, const char *what)
 {
     return fail(v->err, MEMTRACE_EFORMAT, v->off, "corrupt pickle at offset %zu: %s", v->off, what);
 }
 
-/* Puts child into parent's bookkeeping: parent must not be frozen, child freezes. */
-static int adopt(struct vm *v, json_t *parent, json_t *child)
+static int again(struct vm *v)
 {
-    struct cinfo *p = mt_addrtab_find(&v->info, (uint64_t)(uintptr_t)parent);
-    if (!p)
-        return bad(v, "not a container");
-    if (p->frozen || parent == child)
+    v->again = 1;
+    return MT_PICKLE_AGAIN;
+}
+
+/* Pushes x (the stack takes its reference). */
+static inline int push(struct vm *v, const struct mt_pv *x)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 256;
+        struct mt_pv *s = realloc(v->stack, cap * sizeof(*s));
+        if (!s) {
+            struct mt_pv t = *x;
+            mt_pv_release(&t);
+            return nomem(v);
+        }
+        v->stack = s;
+        v->cap = cap;
+    }
+    v->stack[v->n++] = *x;
+    return 0;
+}
+
+static int str_is(const struct mt_pv *v, const char *s)
+{
+    size_t n = strlen(s);
+    return v->type == MT_PV_STR && v->n >= n && memcmp(v->u.s, s, n) == 0 &&
+           (v->n == n || v->u.s[n] == '\0');
+}
+
+static int is_role(const struct mt_pv *v, uint8_t role)
+{
+    return is_box(v) && v->u.c->role == role;
+}
+
+/* Guesses the place of box b, about to sit at stack position p (see the top). */
+static uint8_t role_of(const struct vm *v, uint8_t kind, size_t p, int32_t *index)
+{
+    if (!v->o || v->again)
+        return ROLE_NONE;
+    size_t m = v->nmarks ? v->marks[v->nmarks - 1] : SIZE_MAX;
+    if (p == 0)
+        return kind == MT_PV_DICT && !v->root && v->nmarks == 0 ? ROLE_ROOT : ROLE_NONE;
+    if (kind != MT_PV_LIST || !v->root)
+        return ROLE_NONE;
+    const struct mt_pv *s = v->stack;
+    if (!v->lists && str_is(&s[p - 1], v->o->key) &&
+        ((m != SIZE_MAX && m >= 1 && m <= p && is_role(&s[m - 1], ROLE_ROOT) && (p - m) % 2) ||
+         (p >= 2 && is_role(&s[p - 2], ROLE_ROOT) && (m == SIZE_MAX || m <= p - 2))))
+        return ROLE_LISTS;
+    if (!v->lists || v->lists->frozen)
+        return ROLE_NONE;
+    if (m != SIZE_MAX && m >= 1 && m <= p && s[m - 1].type == MT_PV_LIST &&
+        s[m - 1].u.c == v->lists) {
+        *index = (int32_t)(v->lists->n + (p - m));
+        return ROLE_STREAM;
+    }
+    if (s[p - 1].type == MT_PV_LIST && s[p - 1].u.c == v->lists) {
+        *index = (int32_t)v->lists->n;
+        return ROLE_STREAM;
+    }
+    return ROLE_NONE;
+}
+
+static void guess(struct vm *v, struct mt_pbox *b, size_t p)
+{
+    b->role = role_of(v, b->kind, p, &b->index);
+    if (b->role == ROLE_ROOT || b->role == ROLE_LISTS) {
+        b->refs++;
+        *(b->role == ROLE_ROOT ? &v->root : &v->lists) = b;
+    }
+}
+
+/* Puts child into parent's bookkeeping: parent must not be frozen, child freezes. key
+ * is the child's key in a dict parent. */
+static int adopt_role(struct vm *v, struct mt_pbox *p, struct mt_pbox *c, const struct mt_pv *key);
+
+static inline int adopt(struct vm *v, struct mt_pbox *p, const struct mt_pv *child,
+                        const struct mt_pv *key)
+{
+    if (p->frozen || (is_box(child) && child->u.c == p))
         return bad(v, "a container changed after it was put inside another");
-    if (json_is_object(child) || json_is_array(child)) {
-        struct cinfo *c = mt_addrtab_find(&v->info, (uint64_t)(uintptr_t)child);
-        if (!c)
-            return bad(v, "unknown container");
-        c->frozen = 1;
-        uint32_t h = c->height + 1;
-        p = mt_addrtab_find(&v->info, (uint64_t)(uintptr_t)parent);
-        if (h > p->height)
-            p->height = h;
-        if (p->height > MT_PICKLE_MAX_DEPTH)
+    if (!is_box(child))
+        return 0;
+    struct mt_pbox *c = child->u.c;
+    c->frozen = 1;
+    uint32_t h = (uint32_t)c->height + 1;
+    if (h > p->height) {
+        if (h > MT_PICKLE_MAX_DEPTH)
             return fail(v->err, MEMTRACE_EFORMAT, v->off,
                         "pickle nests deeper than %d at offset %zu; refused", MT_PICKLE_MAX_DEPTH,
                         v->off);
+        p->height = (uint8_t)h;
+    }
+    return c->role && !v->again ? adopt_role(v, p, c, key) : 0;
+}
+
+/* The checks of a guess when its box is put in place. */
+static int adopt_role(struct vm *v, struct mt_pbox *p, struct mt_pbox *c, const struct mt_pv *key)
+{
+    if (c->adopted++)
+        return again(v);
+    if (c->role == ROLE_LISTS && (p != v->root || !key || !str_is(key, v->o->key)))
+        return again(v);
+    if (c->role == ROLE_STREAM) {
+        if (p != v->lists || (size_t)c->index != p->n)
+            return again(v);
+        if (c->streamed)
+            v->placed++;
     }
     return 0;
 }
 
-/* Appends stack[from..n) to the array a (stealing them). */
-static int append_range(struct vm *v, json_t *a, size_t from)
+static int unshare(struct vm *v, struct mt_pv *a);
+
+/* Appends stack[from..n) to the list at a, or streams them. */
+static int append_range(struct vm *v, struct mt_pv *a, size_t from)
 {
-    if (!json_is_array(a))
+    if (a->type != MT_PV_LIST)
         return bad(v, "APPEND to something not a list");
-    for (size_t k = from; k < v->n; k++) {
-        int rc = adopt(v, a, v->stack[k]);
-        if (rc)
-            return rc;
-        if (json_array_append_new(a, v->stack[k]) != 0) {
-            v->n = k + 1;
-            return nomem(v);
+    if (a->u.c->shared && unshare(v, a) != 0)
+        return nomem(v);
+    struct mt_pbox *b = a->u.c;
+    if (b->role != ROLE_STREAM && b->cap - b->n < v->n - from) {
+        size_t cap = b->n + (v->n - from);
+        struct mt_pv *it = realloc(b->items, cap * sizeof(*it));
+        if (it) {
+            b->items = it;
+            b->cap = cap;
         }
-        v->stack[k] = NULL;
+    }
+    for (size_t k = from; k < v->n; k++) {
+        int rc = adopt(v, b, &v->stack[k], NULL);
+        if (rc == 0 && b->role == ROLE_STREAM && !v->again) {
+            if (b->streamed++ == 0)
+                v->streaming++;
+            if (v->o->item(v->o->ctx, b->index, b->streamed - 1, &v->stack[k]) != 0)
+                rc = again(v);
+            mt_pv_release(&v->stack[k]);
+        } else if (rc == 0 && box_add(b, &v->stack[k]) != 0)
+            rc = nomem(v);
+        if (rc) {
+            for (size_t j = k; j < v->n; j++)
+                mt_pv_release(&v->stack[j]);
+            v->n = from;
+            return rc;
+        }
     }
     v->n = from;
     return 0;
 }
 
-static int set_range(struct vm *v, json_t *d, size_t from)
+static int set_range(struct vm *v, const struct mt_pv *d, size_t from)
 {
-    if (!json_is_object(d))
+    if (d->type != MT_PV_DICT)
         return bad(v, "SETITEM on something not a dict");
     if ((v->n - from) % 2)
         return bad(v, "odd number of items for SETITEMS");
+    struct mt_pbox *b = d->u.c;
     for (size_t k = from; k < v->n; k += 2) {
-        json_t *key = v->stack[k], *val = v->stack[k + 1];
-        char kbuf[32];
-        const char *ks;
-        if (json_is_string(key))
-            ks = json_string_value(key);
-        else if (json_is_integer(key)) {
-            snprintf(kbuf, sizeof(kbuf), "%lld", (long long)json_integer_value(key));
-            ks = kbuf;
-        } else
-            return bad(v, "a dict key that is neither a string nor an integer");
-        int rc = adopt(v, d, val);
-        if (rc)
+        const struct mt_pv *key = &v->stack[k], *val = &v->stack[k + 1];
+        int rc = 0;
+        if (key->type != MT_PV_STR && key->type != MT_PV_INT && key->type != MT_PV_BIG)
+            rc = bad(v, "a dict key that is neither a string nor an integer");
+        else if ((rc = adopt(v, b, val, key)) == 0) {
+            if (box_add(b, key) != 0)
+                rc = nomem(v);
+            else if (box_add(b, val) != 0) {
+                b->n--;
+                rc = nomem(v);
+            }
+        }
+        if (rc) {
+            for (size_t j = k; j < v->n; j++)
+                mt_pv_release(&v->stack[j]);
+            v->n = from;
             return rc;
-        if (json_object_set(d, ks, val) != 0)
-            return nomem(v);
-    }
-    for (size_t k = from; k < v->n; k++) {
-        json_decref(v->stack[k]);
-        v->stack[k] = NULL;
+        }
     }
     v->n = from;
     return 0;
@@ -376,55 +705,81 @@ static int pop_mark(struct vm *v, size_t *mark)
     return 0;
 }
 
-/* A tuple (array) of stack[from..n), replacing them. */
+/* Puts a new box of kind at stack position at, below the items there. */
+static int insert_box(struct vm *v, uint8_t kind, size_t at)
+{
+    struct mt_pbox *b = new_box(kind);
+    if (!b)
+        return nomem(v);
+    guess(v, b, at);
+    struct mt_pv x = {.type = kind, .u.c = b};
+    int rc = push(v, &x);
+    if (rc)
+        return rc;
+    memmove(v->stack + at + 1, v->stack + at, (v->n - 1 - at) * sizeof(*v->stack));
+    v->stack[at] = x;
+    return 0;
+}
+
+/* A tuple (list) of stack[from..n), replacing them. */
 static int make_tuple(struct vm *v, size_t from)
 {
-    json_t *t = json_array();
+    struct mt_pbox *t = new_box(MT_PV_LIST);
     if (!t)
         return nomem(v);
-    int existed;
-    struct cinfo *ci = mt_addrtab_get(&v->info, (uint64_t)(uintptr_t)t, &existed);
-    if (!ci) {
-        json_decref(t);
-        return nomem(v);
-    }
-    ci->height = 1;
-    ci->frozen = 0;
     int rc = 0;
     for (size_t k = from; k < v->n; k++) {
         if (rc == 0)
-            rc = adopt(v, t, v->stack[k]);
-        if (rc == 0 && json_array_append(t, v->stack[k]) != 0)
+            rc = adopt(v, t, &v->stack[k], NULL);
+        if (rc == 0 && box_add(t, &v->stack[k]) != 0)
             rc = nomem(v);
-        json_decref(v->stack[k]);
+        if (rc)
+            mt_pv_release(&v->stack[k]);
     }
     v->n = from;
+    struct mt_pv x = {.type = MT_PV_LIST, .u.c = t};
     if (rc) {
-        json_decref(t);
+        mt_pv_release(&x);
         return rc;
     }
-    return push_v(v, t, 0);
+    return push(v, &x);
 }
 
-/* Little-endian two's complement integer of n bytes. */
-static json_t *long_value(const unsigned char *p, size_t n)
+/* Little-endian two's complement integer of n bytes: INT when it fits int64, else BIG
+ * over the bytes themselves. */
+static struct mt_pv long_value(const unsigned char *p, size_t n)
 {
+    struct mt_pv x = {.type = MT_PV_INT};
     if (n == 0)
-        return json_integer(0);
+        return x;
     int neg = p[n - 1] & 0x80;
     if (n <= 8) {
         uint64_t u = le(p, (int)n);
         if (neg && n < 8)
             u |= ~0ull << (8 * n);
-        return json_integer((json_int_t)(int64_t)u);
+        x.u.i = (int64_t)u;
+        return x;
     }
     /* Wider: fits int64 after sign extension if the extra bytes are all sign. */
     int fits = 1;
     for (size_t k = 8; k < n; k++)
         if (p[k] != (neg ? 0xff : 0))
             fits = 0;
-    if (fits && ((p[7] & 0x80) != 0) == (neg != 0))
-        return json_integer((json_int_t)(int64_t)le(p, 8));
+    if (fits && ((p[7] & 0x80) != 0) == (neg != 0)) {
+        x.u.i = (int64_t)le(p, 8);
+        return x;
+    }
+    x.type = MT_PV_BIG;
+    x.n = (uint32_t)n;
+    x.u.s = (const char *)p;
+    return x;
+}
+
+void mt_pv_big_text(const struct mt_pv *v, char *buf)
+{
+    size_t n = v->n;
+    const unsigned char *p = (const unsigned char *)v->u.s;
+    int neg = n && (p[n - 1] & 0x80);
     /* Decimal digits of the magnitude, by repeated division by 10. */
     unsigned char mag[MT_PICKLE_MAX_LONG];
     memcpy(mag, p, n);
@@ -438,6 +793,8 @@ static json_t *long_value(const unsigned char *p, size_t n)
     }
     char digits[MT_PICKLE_MAX_LONG * 3 + 2];
     size_t nd = 0, top = n;
+    while (top > 0 && mag[top - 1] == 0)
+        top--;
     while (top > 0) {
         unsigned rem = 0;
         for (size_t k = top; k-- > 0;) {
@@ -449,15 +806,64 @@ static json_t *long_value(const unsigned char *p, size_t n)
         while (top > 0 && mag[top - 1] == 0)
             top--;
     }
-    char out[sizeof(digits) + 1];
     size_t o = 0;
     if (neg)
-        out[o++] = '-';
+        buf[o++] = '-';
+    if (nd == 0)
+        buf[o++] = '0';
     while (nd > 0)
-        out[o++] = digits[--nd];
-    out[o] = '\0';
-    return json_string(out);
+        buf[o++] = digits[--nd];
+    buf[o] = '\0';
 }
+
+/* UTF-8 as jansson accepts it: no overlong forms, no surrogates, at most U+10FFFF. */
+static int utf8_ok(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            len = 2;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            cp = c & 0x07;
+        } else
+            return 0;
+        if (n - i < len)
+            return 0;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* A memo slot nothing was put in yet (a memoized None is a value). */
+#define EMPTY 0xff
 
 static int memo_set(struct vm *v, uint64_t id)
 {
@@ -465,34 +871,208 @@ static int memo_set(struct vm *v, uint64_t id)
         return bad(v, "memo of an empty stack");
     if (id >= v->len)
         return bad(v, "memo id beyond the input's size");
-    if (id >= v->capmemo) {
-        size_t cap = v->capmemo ? v->capmemo : 256;
-        while (cap <= id)
-            cap *= 2;
-        json_t **m = realloc(v->memo, cap * sizeof(*m));
-        if (!m)
-            return nomem(v);
-        memset(m + v->capmemo, 0, (cap - v->capmemo) * sizeof(*m));
-        v->memo = m;
-        v->capmemo = cap;
-    }
-    json_decref(v->memo[id]);
-    v->memo[id] = json_incref(v->stack[v->n - 1]);
+    size_t s = slot_of(v->sc, id);
+    if (s == SIZE_MAX)
+        return 0; /* never fetched: nothing to keep */
+    if (v->memo[s].type != EMPTY)
+        v->epoch++;
+    mt_pv_release(&v->memo[s]);
+    v->memo[s] = v->stack[v->n - 1];
+    pv_ref(&v->memo[s]);
     return 0;
 }
 
-static int memo_get(struct vm *v, uint64_t id)
+static inline int memo_get(struct vm *v, uint64_t id)
 {
-    if (id >= v->capmemo || !v->memo[id])
+    size_t s = slot_of(v->sc, id);
+    if (s == SIZE_MAX || v->memo[s].type == EMPTY)
         return bad(v, "memo id not defined");
-    return push_v(v, json_incref(v->memo[id]), 0);
+    pv_ref(&v->memo[s]);
+    return push(v, &v->memo[s]);
+}
+
+/* Lists made of a run of memo fetches (PyTorch's frames lists: the same frame dicts,
+ * fetched again entry after entry) are read once per distinct run of bytes while no
+ * memo slot changes: the box built the first time is handed out again. It is the
+ * same tree Python builds, less the copies; a shared box about to change is copied
+ * first (unshare), so no reader of the tree can tell. */
+#define RUNS_CAP 32768 /* slots; at most half of them used */
+#define RUN_MAX  8192  /* bytes of one run */
+
+struct runs {
+    uint64_t hash[RUNS_CAP];
+    const unsigned char *at[RUNS_CAP];
+    uint32_t len[RUNS_CAP];
+    struct mt_pbox *box[RUNS_CAP];
+    size_t n, items;
+    uint64_t epoch;
+};
+
+#define RUNS_ITEMS ((size_t)1 << 20) /* items the cached boxes hold at most (16 MiB) */
+
+static void runs_clear(struct runs *r)
+{
+    for (size_t k = 0; k < RUNS_CAP; k++)
+        if (r->box[k]) {
+            struct mt_pv x = {.type = MT_PV_LIST, .u.c = r->box[k]};
+            mt_pv_release(&x);
+            r->box[k] = NULL;
+            r->len[k] = 0;
+        }
+    r->n = 0;
+    r->items = 0;
+}
+
+/* Two lanes, so that each multiply waits on half as many before it. */
+static uint64_t hash_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0xc2b2ae3d27d4eb4full;
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+        uint64_t x, y;
+        memcpy(&x, p + k, 8);
+        memcpy(&y, p + k + 8, 8);
+        a = (a ^ x) * 0xff51afd7ed558ccdull;
+        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
+        a ^= a >> 29;
+        b ^= b >> 31;
+    }
+    if (k < n) {
+        uint64_t x = 0, y = 0;
+        size_t t = n - k;
+        memcpy(&x, p + k, t < 8 ? t : 8);
+        if (t > 8)
+            memcpy(&y, p + k + 8, t - 8);
+        a = (a ^ x) * 0xff51afd7ed558ccdull;
+        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
+    }
+    a ^= b * 0x9e3779b97f4a7c15ull;
+    return a ^ (a >> 32);
+}
+
+static int unshare(struct vm *v, struct mt_pv *a)
+{
+    struct mt_pbox *s = a->u.c, *b = new_box(MT_PV_LIST);
+    (void)v;
+    if (!b)
+        return -1;
+    for (size_t k = 0; k < s->n; k++) {
+        if (box_add(b, &s->items[k]) != 0) {
+            struct mt_pv x = {.type = MT_PV_LIST, .u.c = b};
+            mt_pv_release(&x);
+            return -1;
+        }
+        pv_ref(&s->items[k]);
+    }
+    b->height = s->height;
+    mt_pv_release(a);
+    a->type = MT_PV_LIST;
+    a->u.c = b;
+    return 0;
+}
+
+/* At an EMPTY_LIST at pos: EMPTY_LIST [a memo put never fetched] MARK (BINGET |
+ * LONG_BINGET)+ APPENDS, not followed by another MARK. Pushes the list and sets *next
+ * past it, or returns 0 and leaves everything to the opcodes one by one (which also
+ * give any error). */
+static int run_list(struct vm *v, size_t pos, size_t *next)
+{
+    const unsigned char *b = v->buf;
+    size_t i = pos + 1, len = v->len;
+    int memoize = 0;
+    if (i < len && b[i] == OP_MEMOIZE) {
+        if (slot_of(v->sc, v->next_memo) != SIZE_MAX)
+            return 0;
+        memoize = 1;
+        i++;
+    } else if (i + 1 < len && (b[i] == OP_BINPUT || b[i] == OP_LONG_BINPUT)) {
+        int w = b[i] == OP_BINPUT ? 1 : 4;
+        if (i + (size_t)w >= len)
+            return 0;
+        uint64_t id = le(b + i + 1, w);
+        if (id >= len || slot_of(v->sc, id) != SIZE_MAX)
+            return 0;
+        i += 1 + (size_t)w;
+    }
+    if (i >= len || b[i] != OP_MARK)
+        return 0;
+    size_t run = ++i;
+    for (;;) {
+        if (i + 5 <= len && b[i] == OP_LONG_BINGET)
+            i += 5;
+        else if (i + 2 <= len && b[i] == OP_BINGET)
+            i += 2;
+        else
+            break;
+    }
+    if (i >= len || b[i] != OP_APPENDS || i == run || i - run > RUN_MAX ||
+        (i + 1 < len && b[i + 1] == OP_MARK))
+        return 0;
+    int32_t index;
+    if (role_of(v, MT_PV_LIST, v->n, &index) != ROLE_NONE)
+        return 0;
+    if (!v->runs && (v->runs = calloc(1, sizeof(*v->runs))) == NULL)
+        return 0;
+    struct runs *r = v->runs;
+    if (r->epoch != v->epoch) {
+        runs_clear(r);
+        r->epoch = v->epoch;
+    }
+    size_t n = i - run;
+    uint64_t h = hash_bytes(b + run, n);
+    size_t slot = (size_t)h & (RUNS_CAP - 1);
+    while (r->len[slot] &&
+           !(r->hash[slot] == h && r->len[slot] == n && memcmp(r->at[slot], b + run, n) == 0))
+        slot = (slot + 1) & (RUNS_CAP - 1);
+    struct mt_pv x = {.type = MT_PV_LIST};
+    if (r->len[slot]) {
+        x.u.c = r->box[slot];
+        x.u.c->refs++;
+    } else {
+        struct mt_pbox *box = new_box(MT_PV_LIST);
+        if (!box)
+            return 0;
+        x.u.c = box;
+        for (size_t k = run; k < i; k += b[k] == OP_BINGET ? 2 : 5) {
+            size_t s = slot_of(v->sc, le(b + k + 1, b[k] == OP_BINGET ? 1 : 4));
+            const struct mt_pv *it = s == SIZE_MAX ? NULL : &v->memo[s];
+            if (!it || it->type == EMPTY ||
+                (is_box(it) && it->u.c->height + 1 > MT_PICKLE_MAX_DEPTH) ||
+                box_add(box, it) != 0) {
+                mt_pv_release(&x);
+                return 0;
+            }
+            pv_ref(it);
+            if (is_box(it)) {
+                it->u.c->frozen = 1;
+                if (it->u.c->height + 1 > box->height)
+                    box->height = (uint8_t)(it->u.c->height + 1);
+            }
+        }
+        if (r->n < RUNS_CAP / 2 && r->items + box->n <= RUNS_ITEMS) {
+            r->items += box->n;
+            box->shared = 1;
+            box->refs++;
+            r->hash[slot] = h;
+            r->at[slot] = b + run;
+            r->len[slot] = (uint32_t)n;
+            r->box[slot] = box;
+            r->n++;
+        }
+    }
+    if (push(v, &x) != 0)
+        return 0;
+    if (memoize)
+        v->next_memo++;
+    *next = i + 1;
+    return 1;
 }
 
 static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, int *stop)
 {
     size_t mark;
     int rc;
-    json_t *x;
+    struct mt_pv x = {.type = MT_PV_NONE};
     switch (op) {
     case OP_PROTO:
     case OP_FRAME:
@@ -514,39 +1094,44 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
     case OP_POP:
         if (!v->n)
             return bad(v, "POP of an empty stack");
-        json_decref(v->stack[--v->n]);
+        mt_pv_release(&v->stack[--v->n]);
         return 0;
     case OP_POP_MARK:
         if ((rc = pop_mark(v, &mark)))
             return rc;
         while (v->n > mark)
-            json_decref(v->stack[--v->n]);
+            mt_pv_release(&v->stack[--v->n]);
         return 0;
     case OP_EMPTY_DICT:
-        return push(v, json_object());
+        return insert_box(v, MT_PV_DICT, v->n);
     case OP_EMPTY_LIST:
     case OP_EMPTY_TUPLE:
-        return push(v, json_array());
+        return insert_box(v, MT_PV_LIST, v->n);
     case OP_NONE:
-        return push(v, json_null());
+        return push(v, &x);
     case OP_NEWTRUE:
-        return push(v, json_true());
     case OP_NEWFALSE:
-        return push(v, json_false());
+        x.type = MT_PV_BOOL;
+        x.u.i = op == OP_NEWTRUE;
+        return push(v, &x);
     case OP_BININT1:
     case OP_BININT2:
-        return push(v, json_integer((json_int_t)le(a, (int)alen)));
+        x.type = MT_PV_INT;
+        x.u.i = (int64_t)le(a, (int)alen);
+        return push(v, &x);
     case OP_BININT:
-        return push(v, json_integer((json_int_t)(int32_t)(uint32_t)le(a, 4)));
+        x.type = MT_PV_INT;
+        x.u.i = (int32_t)(uint32_t)le(a, 4);
+        return push(v, &x);
     case OP_BINFLOAT: {
         uint64_t u = 0;
         for (int k = 0; k < 8; k++)
             u = u << 8 | a[k];
-        double d;
-        memcpy(&d, &u, sizeof(d));
-        if (!isfinite(d))
+        memcpy(&x.u.d, &u, sizeof(x.u.d));
+        if (!isfinite(x.u.d))
             return bad(v, "a float that JSON cannot hold (inf or nan)");
-        return push(v, json_real(d));
+        x.type = MT_PV_FLOAT;
+        return push(v, &x);
     }
     case OP_LONG1:
     case OP_LONG4: {
@@ -555,16 +1140,23 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
             return fail(v->err, MEMTRACE_EFORMAT, v->off,
                         "pickle integer of %zu bytes at offset %zu is too wide; refused",
                         alen - hdr, v->off);
-        return push(v, long_value(a + hdr, alen - hdr));
+        x = long_value(a + hdr, alen - hdr);
+        return push(v, &x);
     }
     case OP_SHORT_BINUNICODE:
     case OP_BINUNICODE:
     case OP_BINUNICODE8: {
         size_t hdr = op == OP_SHORT_BINUNICODE ? 1 : op == OP_BINUNICODE ? 4 : 8;
-        x = json_stringn((const char *)a + hdr, alen - hdr);
-        if (!x)
+        if (alen - hdr > UINT32_MAX)
+            return fail(v->err, MEMTRACE_EFORMAT, v->off,
+                        "pickle string of %zu bytes at offset %zu is too long; refused", alen - hdr,
+                        v->off);
+        if (!utf8_ok(a + hdr, alen - hdr))
             return bad(v, "a string that is not valid UTF-8");
-        return push(v, x);
+        x.type = MT_PV_STR;
+        x.n = (uint32_t)(alen - hdr);
+        x.u.s = (const char *)a + hdr;
+        return push(v, &x);
     }
     case OP_MEMOIZE:
         return memo_set(v, v->next_memo++);
@@ -577,42 +1169,31 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
     case OP_APPEND:
         if (v->n < 2)
             return bad(v, "APPEND without a list");
-        return append_range(v, v->stack[v->n - 2], v->n - 1);
+        return append_range(v, &v->stack[v->n - 2], v->n - 1);
     case OP_APPENDS:
         if ((rc = pop_mark(v, &mark)))
             return rc;
         if (mark == 0)
             return bad(v, "APPENDS without a list");
-        return append_range(v, v->stack[mark - 1], mark);
+        return append_range(v, &v->stack[mark - 1], mark);
     case OP_SETITEM:
         if (v->n < 3)
             return bad(v, "SETITEM without a dict");
-        return set_range(v, v->stack[v->n - 3], v->n - 2);
+        return set_range(v, &v->stack[v->n - 3], v->n - 2);
     case OP_SETITEMS:
         if ((rc = pop_mark(v, &mark)))
             return rc;
         if (mark == 0)
             return bad(v, "SETITEMS without a dict");
-        return set_range(v, v->stack[mark - 1], mark);
+        return set_range(v, &v->stack[mark - 1], mark);
     case OP_LIST:
-        if ((rc = pop_mark(v, &mark)))
+        if ((rc = pop_mark(v, &mark)) || (rc = insert_box(v, MT_PV_LIST, mark)))
             return rc;
-        if ((rc = push(v, json_array())))
-            return rc;
-        /* move the new list under its items, then append them */
-        x = v->stack[v->n - 1];
-        memmove(v->stack + mark + 1, v->stack + mark, (v->n - 1 - mark) * sizeof(*v->stack));
-        v->stack[mark] = x;
-        return append_range(v, x, mark + 1);
+        return append_range(v, &v->stack[mark], mark + 1);
     case OP_DICT:
-        if ((rc = pop_mark(v, &mark)))
+        if ((rc = pop_mark(v, &mark)) || (rc = insert_box(v, MT_PV_DICT, mark)))
             return rc;
-        if ((rc = push(v, json_object())))
-            return rc;
-        x = v->stack[v->n - 1];
-        memmove(v->stack + mark + 1, v->stack + mark, (v->n - 1 - mark) * sizeof(*v->stack));
-        v->stack[mark] = x;
-        return set_range(v, x, mark + 1);
+        return set_range(v, &v->stack[mark], mark + 1);
     case OP_TUPLE:
         if ((rc = pop_mark(v, &mark)))
             return rc;
@@ -630,23 +1211,61 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
     }
 }
 
-int mt_pickle_load(const unsigned char *buf, size_t len, json_t **out, struct mt_pickle_error *err)
+/* At STOP, after streaming: the guesses all held. */
+static int guesses_held(struct vm *v)
 {
-    *out = NULL;
-    int rc = scan(buf, len, err);
-    if (rc)
+    if (!v->streaming)
+        return 1;
+    if (v->stack[0].type != MT_PV_DICT || v->stack[0].u.c != v->root || !v->lists ||
+        v->lists->adopted != 1 || v->placed != v->streaming)
+        return 0;
+    const struct mt_pv *l = mt_pv_get(&v->stack[0], v->o->key);
+    return l && l->type == MT_PV_LIST && l->u.c == v->lists;
+}
+
+int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_opts *opts,
+                   struct mt_pv *out, struct mt_pickle_error *err)
+{
+    out->type = MT_PV_NONE;
+    struct scan sc;
+    memset(&sc, 0, sizeof(sc));
+    int drop = opts && opts->drop_behind;
+    int rc = scan(buf, len, drop, &sc, err);
+    if (rc) {
+        free(sc.bits);
+        free(sc.rank);
         return rc;
+    }
     struct vm v;
     memset(&v, 0, sizeof(v));
     v.buf = buf;
     v.len = len;
     v.err = err;
-    mt_addrtab_init(&v.info, sizeof(struct cinfo));
+    v.sc = &sc;
+    v.o = opts && opts->item && opts->key ? opts : NULL;
+    if (!spares)
+        spares = calloc(1, sizeof(*spares)); /* without it, boxes are simply freed */
+    v.memo = calloc(sc.nslots ? sc.nslots : 1, sizeof(*v.memo));
+    if (!v.memo) {
+        rc = nomem(&v);
+        goto out;
+    }
+    for (size_t k = 0; k < sc.nslots; k++)
+        v.memo[k].type = EMPTY;
     int stop = 0;
-    size_t pos = 0;
+    size_t pos = 0, dropped = 0, next_drop = DROP_STEP;
+    if (drop)
+        drop_pages(buf, len, 0, &dropped);
     while (!stop) {
+        if (pos >= next_drop) {
+            if (drop)
+                drop_pages(buf, len, pos, &dropped);
+            next_drop = pos + DROP_STEP;
+        }
         v.off = pos;
         unsigned op = buf[pos];
+        if (op == OP_EMPTY_LIST && run_list(&v, pos, &pos))
+            continue;
         int64_t a = arg_len(op, buf + pos + 1, len - pos - 1); /* checked by the scan */
         rc = step(&v, op, buf + pos + 1, (size_t)a, &stop);
         if (rc)
@@ -657,18 +1276,224 @@ int mt_pickle_load(const unsigned char *buf, size_t len, json_t **out, struct mt
         rc = bad(&v, "STOP with other than one value on the stack");
         goto out;
     }
+    if (!guesses_held(&v)) {
+        rc = again(&v);
+        goto out;
+    }
     *out = v.stack[0];
     v.n = 0;
 out:
+    if (v.again)
+        rc = MT_PICKLE_AGAIN;
     while (v.n)
-        json_decref(v.stack[--v.n]);
-    for (size_t k = 0; k < v.capmemo; k++)
-        json_decref(v.memo[k]);
+        mt_pv_release(&v.stack[--v.n]);
+    for (size_t k = 0; v.memo && k < sc.nslots; k++)
+        mt_pv_release(&v.memo[k]);
+    struct mt_pv g = {.type = MT_PV_DICT, .u.c = v.root};
+    if (v.root)
+        mt_pv_release(&g);
+    g.type = MT_PV_LIST;
+    g.u.c = v.lists;
+    if (v.lists)
+        mt_pv_release(&g);
+    if (v.runs)
+        runs_clear(v.runs);
+    free(v.runs);
     free(v.memo);
     free(v.stack);
     free(v.marks);
-    mt_addrtab_free(&v.info);
+    free(sc.bits);
+    free(sc.rank);
+    free(sc.direct);
+    drain_spares();
     return rc;
+}
+
+/* Access. */
+
+const char *mt_pv_str(const struct mt_pv *v, size_t *n)
+{
+    if (!v || v->type != MT_PV_STR)
+        return NULL;
+    const char *z = memchr(v->u.s, '\0', v->n);
+    *n = z ? (size_t)(z - v->u.s) : v->n;
+    return v->u.s;
+}
+
+const struct mt_pv *mt_pv_get(const struct mt_pv *v, const char *key)
+{
+    if (!v || v->type != MT_PV_DICT)
+        return NULL;
+    const struct mt_pbox *b = v->u.c;
+    size_t kn = strlen(key);
+    for (size_t k = b->n; k >= 2; k -= 2) {
+        size_t n;
+        const char *s = mt_pv_str(&b->items[k - 2], &n);
+        if (s && n == kn && memcmp(s, key, n) == 0)
+            return &b->items[k - 1];
+    }
+    return NULL;
+}
+
+size_t mt_pv_len(const struct mt_pv *v)
+{
+    return v && v->type == MT_PV_LIST ? v->u.c->n : 0;
+}
+
+const struct mt_pv *mt_pv_at(const struct mt_pv *v, size_t k)
+{
+    return k < mt_pv_len(v) ? &v->u.c->items[k] : NULL;
+}
+
+static json_t *to_json(const struct mt_pv *v, const char *const *skip);
+
+json_t *mt_pv_to_json(const struct mt_pv *v)
+{
+    return to_json(v, NULL);
+}
+
+json_t *mt_pv_to_json_without(const struct mt_pv *v, const char *const *skip)
+{
+    return to_json(v, skip);
+}
+
+static int skipped(const char *k, const char *const *skip)
+{
+    for (; skip && *skip; skip++)
+        if (strcmp(k, *skip) == 0)
+            return 1;
+    return 0;
+}
+
+static json_t *to_json(const struct mt_pv *v, const char *const *skip)
+{
+    char text[MT_PICKLE_MAX_LONG * 3 + 3];
+    json_t *j = NULL;
+    switch (v->type) {
+    case MT_PV_NONE:
+        return json_null();
+    case MT_PV_BOOL:
+        return json_boolean(v->u.i);
+    case MT_PV_INT:
+        return json_integer((json_int_t)v->u.i);
+    case MT_PV_FLOAT:
+        return json_real(v->u.d);
+    case MT_PV_STR:
+        return json_stringn(v->u.s, v->n);
+    case MT_PV_BIG:
+        mt_pv_big_text(v, text);
+        return json_string(text);
+    case MT_PV_LIST:
+        j = json_array();
+        for (size_t k = 0; j && k < v->u.c->n; k++)
+            if (json_array_append_new(j, mt_pv_to_json(&v->u.c->items[k])) != 0) {
+                json_decref(j);
+                j = NULL;
+            }
+        return j;
+    case MT_PV_DICT:
+        j = json_object();
+        for (size_t k = 0; j && k + 1 < v->u.c->n; k += 2) {
+            const struct mt_pv *key = &v->u.c->items[k];
+            char *ks = NULL;
+            if (key->type == MT_PV_INT) {
+                snprintf(text, sizeof(text), "%lld", (long long)key->u.i);
+                ks = strdup(text);
+            } else if (key->type == MT_PV_BIG) {
+                mt_pv_big_text(key, text);
+                ks = strdup(text);
+            } else
+                ks = strndup(key->u.s, key->n);
+            if (ks && skipped(ks, skip)) {
+                free(ks);
+                continue;
+            }
+            if (!ks || json_object_set_new(j, ks, mt_pv_to_json(&v->u.c->items[k + 1])) != 0) {
+                json_decref(j);
+                j = NULL;
+            }
+            free(ks);
+        }
+        return j;
+    default:
+        return NULL;
+    }
+}
+
+int mt_pv_from_json(json_t *j, struct mt_pv *out)
+{
+    memset(out, 0, sizeof(*out));
+    switch (json_typeof(j)) {
+    case JSON_NULL:
+        return 0;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        out->type = MT_PV_BOOL;
+        out->u.i = json_is_true(j);
+        return 0;
+    case JSON_INTEGER:
+        out->type = MT_PV_INT;
+        out->u.i = (int64_t)json_integer_value(j);
+        return 0;
+    case JSON_REAL:
+        out->type = MT_PV_FLOAT;
+        out->u.d = json_real_value(j);
+        return 0;
+    case JSON_STRING:
+        if (json_string_length(j) > UINT32_MAX)
+            return MEMTRACE_ENOMEM;
+        out->type = MT_PV_STR;
+        out->n = (uint32_t)json_string_length(j);
+        out->u.s = json_string_value(j);
+        return 0;
+    case JSON_ARRAY:
+    case JSON_OBJECT:
+        break;
+    }
+    int is_obj = json_is_object(j);
+    struct mt_pbox *b = new_box(is_obj ? MT_PV_DICT : MT_PV_LIST);
+    if (!b)
+        return MEMTRACE_ENOMEM;
+    out->type = b->kind;
+    out->u.c = b;
+    struct mt_pv item;
+    if (!is_obj) {
+        for (size_t k = 0; k < json_array_size(j); k++)
+            if (mt_pv_from_json(json_array_get(j, k), &item) != 0 || box_add(b, &item) != 0) {
+                mt_pv_release(&item);
+                mt_pv_release(out);
+                return MEMTRACE_ENOMEM;
+            }
+        return 0;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(j, key, val)
+    {
+        struct mt_pv k = {.type = MT_PV_STR, .n = (uint32_t)strlen(key), .u.s = key};
+        if (box_add(b, &k) != 0 || mt_pv_from_json(val, &item) != 0 || box_add(b, &item) != 0) {
+            if (b->n % 2)
+                b->n--;
+            mt_pv_release(&item);
+            mt_pv_release(out);
+            return MEMTRACE_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int mt_pickle_load(const unsigned char *buf, size_t len, json_t **out, struct mt_pickle_error *err)
+{
+    struct mt_pv v;
+    *out = NULL;
+    int rc = mt_pickle_read(buf, len, NULL, &v, err);
+    if (rc)
+        return rc;
+    *out = mt_pv_to_json(&v);
+    mt_pv_release(&v);
+    if (!*out)
+        return fail(err, MEMTRACE_ENOMEM, 0, "out of memory reading the pickle");
+    return 0;
 }
 
 /* The writer. */

@@ -1,7 +1,8 @@
 /* import-t.c: `memtrace import` of PyTorch snapshots: the real one in ../shared (every
  * count, and a round trip through the pickle export compared by Python), a JSON
- * snapshot with known contents, integers wider than int64, and hostile, truncated and
- * corrupt inputs (one line, exit 1, nothing run). */
+ * snapshot with known contents, a streamed pickle of two devices against the same
+ * snapshot read whole, integers wider than int64, and hostile, truncated and corrupt
+ * inputs (one line, exit 1, nothing run). */
 #include "config.h"
 
 #include <inttypes.h>
@@ -164,6 +165,95 @@ static void known(void)
     memtrace_reader_close(rd);
 }
 
+/* Two device traces whose times interleave (the second out of order), shared frame
+ * dicts, an unknown action, annotations and settings after the traces: as a pickle
+ * (streamed), as JSON and as a pickle whose device_traces is a tuple (both read
+ * whole), and as a pickle with a bad entry. */
+static const char two_devices_py[] =
+    "import json, pickle, sys\n"
+    "fr = [{'name': 'f%d' % i, 'filename': 'x.py', 'line': i} for i in range(5)]\n"
+    "d0, d1 = [], []\n"
+    "acts = ['alloc', 'free_requested', 'free_completed', 'teleport']\n"
+    "for k in range(3000):\n"
+    "    e = {'action': acts[k % 4], 'addr': 4096 * (k + 1), 'size': 512 + k, 'stream': 0,\n"
+    "         'time_us': 1000 + 3 * k, 'frames': [fr[k % 5], fr[(k + 1) % 5], fr[2]]}\n"
+    "    d0.append(e)\n"
+    "    d1.append(dict(e, addr=e['addr'] + (1 << 40), time_us=1001 + 3 * k + k % 7))\n"
+    "snap = {'segments': [], 'device_traces': [d0, d1],\n"
+    "        'external_annotations': [{'name': 'step', 'stage': 'START', 'device': 0,\n"
+    "                                  'time_us': 1500},\n"
+    "                                 {'name': 'step', 'stage': 'END', 'device': 0,\n"
+    "                                  'time_us': 5000}],\n"
+    "        'allocator_settings': {'x': 1}}\n"
+    "d = sys.argv[1]\n"
+    "pickle.dump(snap, open(d + '/two.pickle', 'wb'), protocol=4)\n"
+    "json.dump(snap, open(d + '/two.json', 'w'))\n"
+    "snap['device_traces'] = tuple(snap['device_traces'])\n"
+    "pickle.dump(snap, open(d + '/tuple.pickle', 'wb'), protocol=4)\n"
+    "snap['device_traces'] = [d0, d1[:2] + [dict(d1[2], addr=-5)] + d1[3:]]\n"
+    "pickle.dump(snap, open(d + '/bad.pickle', 'wb'), protocol=4)\n";
+
+/* The pytorch-json export of in, imported (NULL if either fails). */
+static char *imported_json(const char *in, const char *name)
+{
+    char mt[64], js[64];
+    snprintf(mt, sizeof(mt), "%s.memtrace", name);
+    snprintf(js, sizeof(js), "%s.json", name);
+    const char *out = cli_path(mt), *exp = cli_path(js);
+    struct cli_out r = import(in, out);
+    int rc = r.status;
+    cli_free(&r);
+    struct counts c;
+    if (rc != 0 || read_counts(out, &c) != 0 || c.events != 4502)
+        return NULL;
+    const char *args[] = {"export", "--format", "pytorch-json", "-o", exp, out, NULL};
+    r = cli_run(args);
+    rc = r.status;
+    cli_free(&r);
+    return rc == 0 ? cli_slurp(exp) : NULL;
+}
+
+static void two_devices(void)
+{
+    if (system("command -v python3 >/dev/null 2>&1") != 0) {
+        skip(5, "python3 is not installed");
+        return;
+    }
+    const char *py = cli_path("two.py");
+    write_bytes(py, two_devices_py, sizeof(two_devices_py) - 1);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "python3 '%s' '%s'", py, cli_scratch());
+    if (system(cmd) != 0)
+        bail_out("python3 could not write the two-device snapshots");
+    char *streamed = imported_json(cli_path("two.pickle"), "two-pickle");
+    char *json = imported_json(cli_path("two.json"), "two-json");
+    char *whole = imported_json(cli_path("tuple.pickle"), "two-tuple");
+    ok(streamed && json && whole, "two devices: pickle, JSON and tuple pickle import 4502 events");
+    ok(streamed && json && strcmp(streamed, json) == 0,
+       "two devices: the streamed pickle exports the same snapshot as the JSON read whole");
+    ok(streamed && whole && strcmp(streamed, whole) == 0,
+       "two devices: and as the pickle read whole");
+    int dev[4] = {-1, -1, -1, -1};
+    struct memtrace_reader *rd;
+    if (memtrace_reader_open(&rd, cli_path("two-pickle.memtrace"), NULL) == 0) {
+        struct memtrace_event ev;
+        for (int k = 0; k < 4 && memtrace_reader_next(rd, &ev) == 1; k++)
+            dev[k] = ev.device;
+        memtrace_reader_close(rd);
+    }
+    ok(dev[0] == 0 && dev[1] == 1 && dev[2] == 0 && dev[3] == 1,
+       "two devices: entries merged by time across the lists (devices %d %d %d %d)", dev[0], dev[1],
+       dev[2], dev[3]);
+    free(streamed);
+    free(json);
+    free(whole);
+    struct cli_out r = import(cli_path("bad.pickle"), cli_path("bad.memtrace"));
+    ok(r.status == 1 && cli_lines(r.err) == 1 &&
+           strstr(r.err, "device_traces[1][2]: 'addr' is negative"),
+       "two devices: a bad entry while streaming: exit 1, one line naming it: %s", r.err);
+    cli_free(&r);
+}
+
 /* A snapshot pickle with one alloc at addr, by the writer under test's sibling. */
 static void write_pickle(const char *path, uint64_t addr, int wide)
 {
@@ -314,6 +404,19 @@ static void limits(void)
     int rc = mt_pickle_load(deep, k, &j, &e);
     ok(rc == MEMTRACE_EFORMAT && strstr(e.text, "deeper than 64"), "nesting past 64 is refused: %s",
        e.text);
+    /* runs of fetches read once and shared: a shared list changed afterwards is a copy,
+     * and a memo slot put again makes the same run read the new value */
+    static const unsigned char runs[] = {0x80, 2,   ']', '(', 0x8c, 1,   'a',  'q', 0,   ']',
+                                         '(',  'h', 0,   'h', 0,    'e', ']',  '(', 'h', 0,
+                                         'h',  0,   'e', 'K', 5,    'a', 0x8c, 1,   'b', 'q',
+                                         0,    ']', '(', 'h', 0,    'h', 0,    'e', 'e', '.'};
+    rc = mt_pickle_load(runs, sizeof(runs), &j, &e);
+    char *text = rc == 0 ? json_dumps(j, JSON_COMPACT) : NULL;
+    ok(text && strcmp(text, "[\"a\",[\"a\",\"a\"],[\"a\",\"a\",5],\"b\",[\"b\",\"b\"]]") == 0,
+       "runs of fetches: shared lists copied before a change, stale after a memo put: %s",
+       text ? text : e.text);
+    free(text);
+    json_decref(j);
     static const unsigned char okp[] = {0x80, 2, '}', '(', 0x8c, 1, 'k', 'K', 7, 'u', '.'};
     rc = mt_pickle_load(okp, sizeof(okp), &j, &e);
     ok(rc == 0 && cli_int(j, "k") == 7, "a plain dict reads");
@@ -322,10 +425,11 @@ static void limits(void)
 
 int main(void)
 {
-    plan(41);
+    plan(47);
     cli_scratch();
     real_snapshot();
     known();
+    two_devices();
     wide_integers();
     hostile();
     broken();
