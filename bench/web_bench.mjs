@@ -64,6 +64,8 @@ try {
             }
             return times;
         });
+        if (process.env.WEB_BENCH_FRAMES)
+            console.log(`# frames in order (zoom 1x..64x, 6 pans each): ${frames.map((f) => f.toFixed(1)).join(' ')}`);
         frames.sort((a, b) => a - b);
         const med = frames[frames.length >> 1], max = frames[frames.length - 1];
         const mb = (statSync(file).size / 1e6).toFixed(1);
