@@ -8,7 +8,8 @@
  * control bit 0 appends an END chunk, bit 1 cuts the file inside its last chunk,
  * bit 2 damages the last chunk's checksum, bits 3-5 pick a replay filter (by device,
  * by size, a window of events), so that the filtered passes of `summary`, `peak` and
- * `timeline` run too. version 0 writes 1.0; others write 1.version-1 or 0.0 and 2.0.
+ * `timeline` run too. version 0 writes 1.0, 0xff major 0 and 0xfe major 2 (both
+ * refused), any other v writes 1.(v-1).
  * Seeds: tests/fuzz/corpus/chunks/, made from the reader's seeds by
  * tests/fuzz/chunks-seed.py. */
 #include "config.h"
