@@ -8,6 +8,39 @@ EXTRA_DIST += tests/fuzz/README.md tests/fuzz/corpus tests/fuzz/chunks-seed.py \
 	tests/fuzz/env.dict tests/fuzz/reader.dict
 noinst_HEADERS += tests/fuzz/fuzz.h
 
+# Every build replays each corpus through its target's entry point (corpus-t.c), so
+# the inputs that found bugs stay fixed without clang.
+FUZZ_CORPUS_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'
+FUZZ_CORPUS_TESTS = tests/fuzz/reader-corpus-t tests/fuzz/chunks-corpus-t \
+	tests/fuzz/pickle-corpus-t tests/fuzz/json-corpus-t tests/fuzz/alloc_conf-corpus-t \
+	tests/fuzz/env-corpus-t
+check_PROGRAMS += $(FUZZ_CORPUS_TESTS)
+TESTS += $(FUZZ_CORPUS_TESTS)
+tests_fuzz_reader_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/reader_fuzz.c \
+	tests/fuzz/fuzz_util.c
+tests_fuzz_reader_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"reader"'
+tests_fuzz_reader_corpus_t_LDADD = $(SNAPSHOT_LIBS)
+tests_fuzz_chunks_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/chunks_fuzz.c \
+	tests/fuzz/fuzz_util.c
+tests_fuzz_chunks_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"chunks"'
+tests_fuzz_chunks_corpus_t_LDADD = $(SNAPSHOT_LIBS)
+tests_fuzz_pickle_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/pickle_fuzz.c \
+	tests/fuzz/fuzz_util.c
+tests_fuzz_pickle_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"pickle"'
+tests_fuzz_pickle_corpus_t_LDADD = $(SNAPSHOT_LIBS)
+tests_fuzz_json_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/json_fuzz.c \
+	tests/fuzz/fuzz_util.c
+tests_fuzz_json_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"json"'
+tests_fuzz_json_corpus_t_LDADD = $(SNAPSHOT_LIBS)
+tests_fuzz_alloc_conf_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/alloc_conf_fuzz.c \
+	tests/fuzz/fuzz_util.c
+tests_fuzz_alloc_conf_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"alloc_conf"'
+tests_fuzz_alloc_conf_corpus_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_fuzz_env_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/env_fuzz.c \
+	tests/fuzz/fuzz_util.c interpose/config.c
+tests_fuzz_env_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"env"'
+tests_fuzz_env_corpus_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+
 if ENABLE_FUZZERS
 FUZZ_PROGS = tests/fuzz/reader-fuzz tests/fuzz/chunks-fuzz tests/fuzz/pickle-fuzz \
 	tests/fuzz/json-fuzz tests/fuzz/alloc_conf-fuzz tests/fuzz/env-fuzz
