@@ -332,7 +332,7 @@ static void limits(void)
 
 int main(void)
 {
-    plan(41);
+    plan(42);
     cli_scratch();
     real_snapshot();
     known();
