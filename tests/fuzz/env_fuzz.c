@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,15 +31,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(text != NULL, "out of memory");
     memcpy(text, data, size);
     text[size] = 0;
+    /* putenv on a buffer of our own per variable: glibc's setenv keeps every value it
+     * was ever given, which millions of runs turn into gigabytes. */
+    static char env[sizeof(vars) / sizeof(vars[0])][4200];
     char *p = text;
     for (size_t i = 0; i < nvars; i++) {
         char *nl = p ? strchr(p, '\n') : NULL;
         if (nl)
             *nl = 0;
-        if (p && *p)
-            setenv(vars[i], p, 1);
-        else
+        if (p && *p && strlen(vars[i]) + 1 + strlen(p) < sizeof(env[i])) {
+            snprintf(env[i], sizeof(env[i]), "%s=%s", vars[i], p);
+            putenv(env[i]);
+        } else {
             unsetenv(vars[i]);
+        }
         p = nl ? nl + 1 : NULL;
     }
     struct mt_ip_config c;
