@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *nl = p ? strchr(p, '\n') : NULL;
         if (nl)
             *nl = 0;
-        if (p && *p && strlen(vars[i]) + 1 + strlen(p) < sizeof(env[i])) {
-            snprintf(env[i], sizeof(env[i]), "%s=%s", vars[i], p);
+        size_t kn = strlen(vars[i]), vn = p ? strlen(p) : 0;
+        if (vn > 0 && kn + 1 + vn < sizeof(env[i])) {
+            memcpy(env[i], vars[i], kn);
+            env[i][kn] = '=';
+            memcpy(env[i] + kn + 1, p, vn + 1);
             putenv(env[i]);
         } else {
             unsetenv(vars[i]);
