@@ -19,7 +19,7 @@
 #include "examples/args.h"
 #include "memtrace.h"
 #include "memtrace_alloc.h"
-#include "util.h"
+#include "mtx/util.h"
 
 static struct memtrace_device *dev;
 static struct memtrace_allocator *alloc;
@@ -62,9 +62,9 @@ static struct timing timed(loop_fn fn, long n)
     struct timing best = {1e30, 1e30};
     fn(n);
     for (int r = 0; r < 3; r++) {
-        uint64_t c0 = cpu_ns(), t0 = mt_now_ns();
+        uint64_t c0 = cpu_ns(), t0 = mtx_now_ns();
         fn(n);
-        uint64_t t1 = mt_now_ns(), c1 = cpu_ns();
+        uint64_t t1 = mtx_now_ns(), c1 = cpu_ns();
         double cpu = (double)(c1 - c0) / (double)n, wall = (double)(t1 - t0) / (double)n;
         best.cpu = cpu < best.cpu ? cpu : best.cpu;
         best.wall = wall < best.wall ? wall : best.wall;
@@ -150,7 +150,7 @@ int main(int argc, char **argv)
     long n = (long)pairs;
     const char *only = argc > 2 ? argv[2] : NULL;
     int known = only == NULL;
-    for (size_t i = 0; i < MT_ARRAY_SIZE(cases) && !known; i++)
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(cases) && !known; i++)
         known = strcmp(only, cases[i]) == 0;
     if (!known) {
         fprintf(stderr, "cache_bench: unknown case '%s' (raw, none, rec, stk, ratio or clock)\n",
@@ -187,7 +187,7 @@ int main(int argc, char **argv)
         long k = n * 5;
         uint64_t sum = 0, c0 = cpu_ns();
         for (long i = 0; i < k; i++)
-            sum += mt_now_ns();
+            sum += mtx_now_ns();
         uint64_t c1 = cpu_ns();
         struct timespec ts;
         for (long i = 0; i < k; i++) {
@@ -195,8 +195,8 @@ int main(int argc, char **argv)
             sum += (uint64_t)ts.tv_nsec;
         }
         uint64_t c2 = cpu_ns();
-        printf("\nclock read, CPU ns: mt_now_ns %.1f (%s), clock_gettime(CLOCK_MONOTONIC) %.1f%s\n",
-               (double)(c1 - c0) / (double)k, mt_clock_is_tsc() ? "TSC clock" : "clock_gettime",
+        printf("\nclock read, CPU ns: mtx_now_ns %.1f (%s), clock_gettime(CLOCK_MONOTONIC) %.1f%s\n",
+               (double)(c1 - c0) / (double)k, mtx_clock_is_tsc() ? "TSC clock" : "clock_gettime",
                (double)(c2 - c1) / (double)k, sum == 1 ? " " : "");
     }
     memtrace_alloc_destroy(alloc);

@@ -10,7 +10,7 @@
 
 #include "examples/args.h"
 #include "stack.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #if defined(__clang__)
 #define FRAME __attribute__((noinline))
@@ -31,19 +31,19 @@ static void measure(int depth, struct result *r)
 {
     uintptr_t ips[64];
     int n = 0;
-    uint64_t t0 = mt_now_ns();
+    uint64_t t0 = mtx_now_ns();
     for (long i = 0; i < iters; i++)
         n = mt_stack_capture(ips, depth, 0);
-    uint64_t t1 = mt_now_ns();
+    uint64_t t1 = mtx_now_ns();
     sink = mt_stack_intern(ips, n);
     for (long i = 0; i < iters; i++)
         sink = mt_stack_intern(ips, n);
-    uint64_t t2 = mt_now_ns();
+    uint64_t t2 = mtx_now_ns();
     for (long i = 0; i < iters; i++) {
         n = mt_stack_capture(ips, depth, 0);
         sink = mt_stack_intern(ips, n);
     }
-    uint64_t t3 = mt_now_ns();
+    uint64_t t3 = mtx_now_ns();
     r->depth = n;
     r->capture_ns = (double)(t1 - t0) / (double)iters;
     r->intern_ns = (double)(t2 - t1) / (double)iters;
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
         return 2;
     iters = (long)count;
     static const int depths[] = {16, 32};
-    for (size_t i = 0; i < MT_ARRAY_SIZE(depths); i++) {
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(depths); i++) {
         struct result r;
         descend(depths[i], depths[i], &r);
         printf("depth %2d: capture %7.1f ns  intern(seen) %6.1f ns  capture+intern %7.1f ns\n",
@@ -97,12 +97,12 @@ int main(int argc, char **argv)
     for (int t = 0; t < NTHREADS; t++)
         mt_stack_intern(stacks[t], 32);
     pthread_t th[NTHREADS];
-    uint64_t t0 = mt_now_ns();
+    uint64_t t0 = mtx_now_ns();
     for (int t = 0; t < NTHREADS; t++)
         pthread_create(&th[t], NULL, intern_thread, stacks[t]);
     for (int t = 0; t < NTHREADS; t++)
         pthread_join(th[t], NULL);
-    uint64_t t1 = mt_now_ns();
+    uint64_t t1 = mtx_now_ns();
     printf("%d threads: intern(seen, 32 frames) %.1f ns per call per thread (wall)\n", NTHREADS,
            (double)(t1 - t0) / (double)iters);
     return 0;

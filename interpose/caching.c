@@ -16,13 +16,13 @@
 #include "cu.h"
 #include "interpose.h"
 #include "memtrace_alloc.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define MAX_DEVICES 64 /* as libtrace/torch.c */
 
 static struct memtrace_allocator *_Atomic alloc_of[MAX_DEVICES];
 static _Atomic int ndevices; /* 1 + the highest device with an allocator */
-static MT_TLS int t_inside;  /* this thread is in the allocator */
+static MTX_TLS int t_inside;  /* this thread is in the allocator */
 
 static struct memtrace_allocator *allocator(int dev)
 {

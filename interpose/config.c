@@ -14,7 +14,7 @@
 #include "memtrace_alloc.h"
 #include "mtx/env.h"
 #include "mtx/pattern.h"
-#include "util.h"
+#include "mtx/util.h"
 
 static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
 {
@@ -46,7 +46,7 @@ static int parse_stacks(const char *s, struct mt_ip_config *c)
         c->stack_depth = 0;
         return 0;
     }
-    for (size_t i = 0; i < MT_ARRAY_SIZE(kinds); i++) {
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(kinds); i++) {
         size_t len = strlen(kinds[i].name);
         if (strncmp(s, kinds[i].name, len) != 0 || (s[len] != '\0' && s[len] != ':'))
             continue;
@@ -64,7 +64,7 @@ static int parse_stacks(const char *s, struct mt_ip_config *c)
 
 int mt_ip_config_bad(const char *var, const char *value, const char *accepted)
 {
-    mt_log("%s=%s is not valid (%s); recording is off for this process", var, value, accepted);
+    mtx_log("%s=%s is not valid (%s); recording is off for this process", var, value, accepted);
     return -1;
 }
 

@@ -40,7 +40,7 @@
 #include "cu.h"
 #include "interpose.h"
 #include "mtx/cuda_driver.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define CU_SYMBOLS(X)                                                                              \
     X(cuMemAlloc_v2)                                                                               \
@@ -124,7 +124,7 @@ static void *resolve(int i)
 static inline void *real(int i)
 {
     void *p = atomic_load_explicit(&sym_real[i], memory_order_acquire);
-    return MT_LIKELY(p != NULL) ? p : resolve(i);
+    return MTX_LIKELY(p != NULL) ? p : resolve(i);
 }
 
 #define REAL(name) ((__typeof__(&name##_w))real(S_##name))
@@ -154,7 +154,7 @@ void mt_cu_note_context(void)
 
 static int mem_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
-    static MT_TLS CUcontext bound;
+    static MTX_TLS CUcontext bound;
     CUcontext c = atomic_load(&first_ctx);
     if (c == NULL)
         return -1;

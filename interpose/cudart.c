@@ -14,7 +14,7 @@
 #include "caching.h"
 #include "cu.h"
 #include "interpose.h"
-#include "util.h"
+#include "mtx/util.h"
 
 typedef int cudaError_t;
 typedef void *cudaStream_t;
@@ -50,7 +50,7 @@ static _Atomic int rt_missing[R_COUNT];
 static void *rt_resolve(int i)
 {
     void *p = atomic_load_explicit(&rt_real[i], memory_order_acquire);
-    if (MT_LIKELY(p != NULL) || atomic_load_explicit(&rt_missing[i], memory_order_relaxed))
+    if (MTX_LIKELY(p != NULL) || atomic_load_explicit(&rt_missing[i], memory_order_relaxed))
         return p;
     p = mt_real_dlsym(RTLD_NEXT, rt_name[i]);
     if (p == NULL)

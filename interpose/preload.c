@@ -24,7 +24,7 @@
 
 #include "internal.h"
 #include "segtab.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define NO_ASAN __attribute__((no_sanitize_address))
 
@@ -36,7 +36,7 @@ static _Atomic(dlsym_fn) real_dlsym_p;
 NO_ASAN static dlsym_fn real_dlsym(void)
 {
     dlsym_fn f = atomic_load_explicit(&real_dlsym_p, memory_order_acquire);
-    if (MT_UNLIKELY(f == NULL)) {
+    if (MTX_UNLIKELY(f == NULL)) {
         f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
         if (f == NULL)
             f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -162,7 +162,7 @@ static void tab_copy_locked(void *ctx, struct memtrace_event *ev)
     (void)ev;
     struct tab_copy *c = ctx;
     c->bytes = (tab.live ? tab.live : 1) * sizeof(struct mt_seg);
-    c->seg = mt_map(c->bytes);
+    c->seg = mtx_map(c->bytes);
     for (size_t i = 0; c->seg != NULL && i < tab.cap; i++)
         if (tab.slot[i].used && tab.slot[i].kind != MT_IP_PHYSICAL)
             c->seg[c->n++] = tab.slot[i];
@@ -202,7 +202,7 @@ static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx
         };
         sink(sink_ctx, &s);
     }
-    mt_unmap(copy, bytes);
+    mtx_unmap(copy, bytes);
 }
 
 /* ---- recording ------------------------------------------------------------------ */
@@ -210,7 +210,7 @@ static void state_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx
 enum { ST_IDLE = 0, ST_RUNNING, ST_OFF };
 
 static _Atomic int state;
-static MT_TLS int t_busy;
+static MTX_TLS int t_busy;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mt_ip_config cfg;
 static int owner;      /* this library started the stream, so it ends it */
@@ -285,7 +285,7 @@ static int do_start(void)
         if (rc != 0) {
             /* For EIO the recorder keeps errno: "no such file or directory" says what
              * to fix where "input/output error" does not. */
-            mt_log("cannot record to %s: %s; recording is off for this process", cfg.output,
+            mtx_log("cannot record to %s: %s; recording is off for this process", cfg.output,
                    rc == MEMTRACE_EIO && errno != 0 ? strerror(errno) : memtrace_strerror(rc));
             return ST_OFF;
         }
@@ -323,7 +323,7 @@ int mt_ip_enter(void)
 {
     if (t_busy)
         return 0;
-    if (MT_UNLIKELY(atomic_load_explicit(&state, memory_order_acquire) != ST_RUNNING)) {
+    if (MTX_UNLIKELY(atomic_load_explicit(&state, memory_order_acquire) != ST_RUNNING)) {
         if (atomic_load(&state) == ST_OFF || !start())
             return 0;
     }

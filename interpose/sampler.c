@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "util.h"
+#include "mtx/util.h"
 
 static pthread_t thread;
 static int running;
@@ -81,12 +81,12 @@ static void sample(void)
 static void dump(void)
 {
     char path[sizeof dump_base + 32];
-    mt_format(path, sizeof path, "%s.dump%u.memtrace", dump_base, ++dumps);
+    mtx_format(path, sizeof path, "%s.dump%u.memtrace", dump_base, ++dumps);
     int rc = memtrace_dump_snapshot(path);
     if (rc == 0)
-        mt_log("wrote %s", path);
+        mtx_log("wrote %s", path);
     else
-        mt_log("cannot write %s: %s", path, memtrace_strerror(rc));
+        mtx_log("cannot write %s: %s", path, memtrace_strerror(rc));
 }
 
 static void *loop(void *arg)

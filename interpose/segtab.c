@@ -3,7 +3,7 @@
 
 #include "segtab.h"
 
-#include "util.h"
+#include "mtx/util.h"
 
 #include <string.h>
 
@@ -11,14 +11,14 @@
 
 size_t mt_segtab_home(const struct mt_segtab *t, uint64_t key, int kind)
 {
-    return (size_t)mt_hash_u64(key ^ ((uint64_t)kind << 61)) & (t->cap - 1);
+    return (size_t)mtx_hash_u64(key ^ ((uint64_t)kind << 61)) & (t->cap - 1);
 }
 
 /* At most half full: probes stay short without tombstones to skip. */
 static int grow(struct mt_segtab *t)
 {
     size_t ncap = t->cap ? t->cap * 2 : SEGTAB_MIN_CAP;
-    struct mt_seg *n = mt_map(ncap * sizeof *n);
+    struct mt_seg *n = mtx_map(ncap * sizeof *n);
     if (n == NULL)
         return -1;
     struct mt_segtab old = *t;
@@ -32,7 +32,7 @@ static int grow(struct mt_segtab *t)
             j = (j + 1) & (t->cap - 1);
         t->slot[j] = old.slot[i];
     }
-    mt_unmap(old.slot, old.cap * sizeof *old.slot);
+    mtx_unmap(old.slot, old.cap * sizeof *old.slot);
     return 0;
 }
 
@@ -85,6 +85,6 @@ void mt_segtab_clear(struct mt_segtab *t)
 
 void mt_segtab_free(struct mt_segtab *t)
 {
-    mt_unmap(t->slot, t->cap * sizeof *t->slot);
+    mtx_unmap(t->slot, t->cap * sizeof *t->slot);
     *t = (struct mt_segtab){0};
 }

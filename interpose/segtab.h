@@ -3,7 +3,7 @@
  * Open addressing with linear probing. A removal shifts the entries after it back
  * instead of leaving a tombstone, so a program that allocates and frees for ever
  * never fills the table with dead slots and never makes it rehash; it grows only
- * with the number of live segments. No libc malloc (mt_map), and no lock: the
+ * with the number of live segments. No libc malloc (mtx_map), and no lock: the
  * preload changes it only under the recorder's lock. */
 #ifndef MEMTRACE_SEGTAB_H
 #define MEMTRACE_SEGTAB_H

@@ -32,7 +32,7 @@
 
 #include "interpose.h"
 #include "mtx/env.h"
-#include "util.h"
+#include "mtx/util.h"
 #include "ze.h"
 
 #define ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES 0x17u
@@ -73,7 +73,7 @@ static void *_Atomic z_real[Z_COUNT];
 static void *real(int i)
 {
     void *p = atomic_load_explicit(&z_real[i], memory_order_acquire);
-    if (MT_LIKELY(p != NULL))
+    if (MTX_LIKELY(p != NULL))
         return p;
     p = mt_real_dlsym(RTLD_NEXT, z_name[i]);
     if (p != NULL)
@@ -174,13 +174,13 @@ static ze_handle _Atomic used_dev[MT_ZE_MAX_DEVICES];
 
 static size_t live_slot(uint64_t addr, size_t cap)
 {
-    return (size_t)mt_hash_u64(addr) & (cap - 1);
+    return (size_t)mtx_hash_u64(addr) & (cap - 1);
 }
 
 static int live_grow_locked(void)
 {
     size_t ncap = live_n * 4 < live_cap ? live_cap : (live_cap ? live_cap * 2 : 1024);
-    struct live *n = mt_map(ncap * sizeof *n);
+    struct live *n = mtx_map(ncap * sizeof *n);
     if (n == NULL)
         return -1;
     for (size_t i = 0; i < live_cap; i++) {
@@ -192,7 +192,7 @@ static int live_grow_locked(void)
         n[j] = live[i];
     }
     if (live != NULL)
-        mt_unmap(live, live_cap * sizeof *live);
+        mtx_unmap(live, live_cap * sizeof *live);
     live = n;
     live_cap = ncap;
     live_slots = live_n;
@@ -293,7 +293,7 @@ static int enter(void)
         return 1;
     static atomic_int warned;
     if (!mt_ze_tracing_registered() && !atomic_exchange(&warned, 1))
-        mt_log("MEMTRACE_ZE_ROUTE=tracing, but the loader's tracing layer is not loaded "
+        mtx_log("MEMTRACE_ZE_ROUTE=tracing, but the loader's tracing layer is not loaded "
                "(ZE_ENABLE_TRACING_LAYER=1 before zeInit loads it): nothing is recorded");
     mt_ip_leave();
     return 0;
@@ -527,7 +527,7 @@ static int route;
 int mt_ze_route_parse(const char *s)
 {
     static const char *const names[] = {"auto", "symbols", "tracing"};
-    for (size_t i = 0; i < MT_ARRAY_SIZE(names); i++)
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(names); i++)
         if (strcmp(s, names[i]) == 0)
             return (int)i;
     return -1;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "interpose.h"
-#include "util.h"
+#include "mtx/util.h"
 #include "ze.h"
 
 #define ZES_STRUCTURE_TYPE_MEM_PROPERTIES 0xbu
@@ -77,7 +77,7 @@ static int device_memory(ze_handle dev, uint64_t *used, uint64_t *total)
     if (r != ZE_RESULT_SUCCESS) {
         if (!warned) {
             warned = 1;
-            mt_log("Level Zero sysman answered 0x%x: no device memory counters (set "
+            mtx_log("Level Zero sysman answered 0x%x: no device memory counters (set "
                    "ZES_ENABLE_SYSMAN=1 before the program's zeInit)",
                    (unsigned)r);
         }

@@ -24,7 +24,7 @@
 
 #include "interpose.h"
 #include "mtx/env.h"
-#include "util.h"
+#include "mtx/util.h"
 #include "ze.h"
 
 #define ZE_API_VERSION_1_4             0x00010004u
@@ -338,7 +338,7 @@ static int register_on(void *layer)
     if (get_api == NULL || get_api(ZE_API_VERSION_1_4, &api) != ZE_RESULT_SUCCESS ||
         api.create == NULL || api.set_enabled == NULL || api.create(&desc, &tracer) != 0)
         return -1;
-    for (size_t i = 0; i < MT_ARRAY_SIZE(callbacks); i++) {
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(callbacks); i++) {
         ze_result_t (*reg)(void *, int, void (*)(void *, ze_result_t, void *, void **)) =
             (ze_result_t(*)(void *, int, void (*)(void *, ze_result_t, void *, void **)))
                 mt_real_dlsym(layer, callbacks[i].reg);
@@ -369,7 +369,7 @@ void mt_ze_dlsym_seen(const char *name, void *found)
     /* Our callbacks live in the layer's tracer list: keep the layer loaded. */
     void *layer = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     if (layer == NULL || register_on(layer) != 0) {
-        mt_log("the Level Zero tracing layer %s did not take a tracer; calls that bypass "
+        mtx_log("the Level Zero tracing layer %s did not take a tracer; calls that bypass "
                "the loader's exported symbols are not recorded",
                info.dli_fname);
         atomic_store(&registered, 0);

@@ -37,7 +37,7 @@ static unsigned oom_dump_counter;
 static void *desc_alloc(struct memtrace_allocator *a, size_t size)
 {
     if (a->arena.left < size) {
-        struct mt_desc_chunk *c = mt_map(DESC_CHUNK);
+        struct mt_desc_chunk *c = mtx_map(DESC_CHUNK);
         if (!c)
             return NULL;
         c->next = a->chunks;
@@ -182,7 +182,7 @@ static struct mt_block *treap_erase(struct mt_block *t, struct mt_block *b)
  * its count is settled when it enters and leaves the tree. */
 static void tree_insert(struct memtrace_allocator *a, struct mt_block *b)
 {
-    b->prio = mt_hash_u64(b->addr);
+    b->prio = mtx_hash_u64(b->addr);
     a->tree[b->pool] = treap_insert(a->tree[b->pool], b);
     b->in_tree = 1;
     if (b->prev || b->next) {
@@ -221,20 +221,20 @@ static struct mt_block *tree_lower_bound(struct mt_block *t, uint64_t stream, ui
 static int hash_grow(struct memtrace_allocator *a)
 {
     size_t n = a->nbuckets ? a->nbuckets * 2 : 1024;
-    struct mt_block **nb = mt_map(n * sizeof(*nb));
+    struct mt_block **nb = mtx_map(n * sizeof(*nb));
     if (!nb)
         return MEMTRACE_ENOMEM;
     for (size_t i = 0; i < a->nbuckets; i++) {
         struct mt_block *b = a->buckets[i], *next;
         for (; b; b = next) {
-            size_t h = mt_hash_u64(b->addr) & (n - 1);
+            size_t h = mtx_hash_u64(b->addr) & (n - 1);
             next = b->hnext;
             b->hnext = nb[h];
             nb[h] = b;
         }
     }
     if (a->buckets)
-        mt_unmap(a->buckets, a->nbuckets * sizeof(*nb));
+        mtx_unmap(a->buckets, a->nbuckets * sizeof(*nb));
     a->buckets = nb;
     a->nbuckets = n;
     return 0;
@@ -244,7 +244,7 @@ static int hash_insert(struct memtrace_allocator *a, struct mt_block *b)
 {
     if (a->nhashed >= a->nbuckets && hash_grow(a))
         return MEMTRACE_ENOMEM;
-    size_t h = mt_hash_u64(b->addr) & (a->nbuckets - 1);
+    size_t h = mtx_hash_u64(b->addr) & (a->nbuckets - 1);
     b->hnext = a->buckets[h];
     a->buckets[h] = b;
     a->nhashed++;
@@ -255,7 +255,7 @@ static struct mt_block *hash_find(struct memtrace_allocator *a, uint64_t addr, i
 {
     if (!a->nbuckets)
         return NULL;
-    struct mt_block **link = &a->buckets[mt_hash_u64(addr) & (a->nbuckets - 1)];
+    struct mt_block **link = &a->buckets[mtx_hash_u64(addr) & (a->nbuckets - 1)];
     for (; *link; link = &(*link)->hnext) {
         struct mt_block *b = *link;
         if (b->addr == addr) {
@@ -277,7 +277,7 @@ static int recording(struct memtrace_allocator *a)
 {
     if (!memtrace_is_recording())
         return 0;
-    if (MT_UNLIKELY(!a->source))
+    if (MTX_UNLIKELY(!a->source))
         a->source = memtrace_intern("caching_allocator");
     return 1;
 }
@@ -746,13 +746,13 @@ static int alloc_locked(struct memtrace_allocator *a, uint64_t req, uint64_t str
 static void expand_path(char *out, size_t size, const char *pattern, int device)
 {
     char pid[24], dev[24], count[24] = "";
-    mt_format(pid, sizeof pid, "%d", (int)getpid());
-    mt_format(dev, sizeof dev, "%d", device);
+    mtx_format(pid, sizeof pid, "%d", (int)getpid());
+    mtx_format(dev, sizeof dev, "%d", device);
     if (strstr(pattern, "%n") != NULL)
-        mt_format(count, sizeof count, "%u",
+        mtx_format(count, sizeof count, "%u",
                   (unsigned)__atomic_fetch_add(&oom_dump_counter, 1, __ATOMIC_RELAXED));
     const struct mtx_pattern_var vars[] = {{'p', pid}, {'d', dev}, {'n', count}};
-    mtx_pattern_expand(out, size, pattern, vars, MT_ARRAY_SIZE(vars), 0);
+    mtx_pattern_expand(out, size, pattern, vars, MTX_ARRAY_SIZE(vars), 0);
 }
 
 static void report_oom(struct memtrace_allocator *a, struct oom_info *oom)
@@ -777,7 +777,7 @@ static void report_oom(struct memtrace_allocator *a, struct oom_info *oom)
         expand_path(path, sizeof(path), oom->snapshot, a->device);
         rc = memtrace_dump_snapshot(path);
         if (rc)
-            mt_log("out of memory snapshot to %s failed: %s", path, memtrace_strerror(rc));
+            mtx_log("out of memory snapshot to %s failed: %s", path, memtrace_strerror(rc));
     }
 }
 
@@ -1025,7 +1025,7 @@ MEMTRACE_API int memtrace_alloc_create(struct memtrace_allocator **out, struct m
     mt_alloc_settings_default(&a->settings);
     env = getenv("MEMTRACE_ALLOC_CONF");
     if (env && (rc = mt_alloc_config_parse(env, &a->settings, &err)) != 0) {
-        mt_log("%s", err.text);
+        mtx_log("%s", err.text);
         free(a);
         return rc;
     }
@@ -1088,10 +1088,10 @@ MEMTRACE_API void memtrace_alloc_destroy(struct memtrace_allocator *a)
     pthread_mutex_unlock(&a->lock);
     for (c = a->chunks; c; c = next) {
         next = c->next;
-        mt_unmap(c, DESC_CHUNK);
+        mtx_unmap(c, DESC_CHUNK);
     }
     if (a->buckets)
-        mt_unmap(a->buckets, a->nbuckets * sizeof(*a->buckets));
+        mtx_unmap(a->buckets, a->nbuckets * sizeof(*a->buckets));
     free(a->pending);
     pthread_mutex_destroy(&a->lock);
     free(a);

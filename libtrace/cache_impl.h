@@ -10,7 +10,7 @@
 #include "memtrace.h"
 #include "memtrace_alloc.h"
 #include "memtrace_device.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define MT_KB              ((uint64_t)1024)
 #define MT_MB              (MT_KB * 1024)
@@ -113,7 +113,7 @@ struct memtrace_allocator {
     struct mt_segment *segments;
     struct mt_block *free_blocks;     /* recycled descriptors */
     struct mt_segment *free_segments; /* recycled descriptors */
-    struct mt_arena arena;            /* bump pointer inside the newest chunk */
+    struct mtx_arena arena;            /* bump pointer inside the newest chunk */
     struct mt_desc_chunk *chunks;     /* every descriptor chunk, freed at destroy */
     struct mt_pending *pending;
     size_t npending, cappending;

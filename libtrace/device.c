@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "device_impl.h"
-#include "util.h"
+#include "mtx/util.h"
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct memtrace_device *registry;
@@ -115,7 +115,7 @@ MEMTRACE_API int memtrace_device_open(struct memtrace_device **out, const char *
     }
     const struct mt_device_ops *ops = backend_ops(backend);
     if (!ops) {
-        mt_log("unknown device backend \"%s\": use host, cuda or level_zero", backend);
+        mtx_log("unknown device backend \"%s\": use host, cuda or level_zero", backend);
         return MEMTRACE_EINVAL;
     }
     /* Opening under the registry lock keeps two threads from creating two contexts

@@ -15,7 +15,7 @@
 
 #include "device_impl.h"
 #include "mtx/cuda_driver.h"
-#include "util.h"
+#include "mtx/util.h"
 
 static struct {
     PFN_cuInit Init;
@@ -84,7 +84,7 @@ static int cuda_load(void)
     /* RTLD_NODELETE: handles and host functions must stay valid for the process. */
     cuda_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!cuda_lib) {
-        mt_log("cuda backend: cannot load libcuda.so.1 (%s): no NVIDIA driver on this machine?",
+        mtx_log("cuda backend: cannot load libcuda.so.1 (%s): no NVIDIA driver on this machine?",
                dlerror());
         return cuda_init_rc = MEMTRACE_ENODEV;
     }
@@ -125,10 +125,10 @@ static int cuda_load(void)
         SYM(StreamWaitEvent, "cuStreamWaitEvent"),
 #undef SYM
     };
-    for (size_t i = 0; i < MT_ARRAY_SIZE(syms); i++) {
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(syms); i++) {
         void *f = dlsym(cuda_lib, syms[i].name);
         if (!f) {
-            mt_log("cuda backend: libcuda.so.1 lacks %s: the driver is too old", syms[i].name);
+            mtx_log("cuda backend: libcuda.so.1 lacks %s: the driver is too old", syms[i].name);
             memset(&cu, 0, sizeof(cu));
             return cuda_init_rc = MEMTRACE_ENODEV;
         }
@@ -136,7 +136,7 @@ static int cuda_load(void)
     }
     CUresult r = cu.Init(0);
     if (r != CUDA_SUCCESS) {
-        mt_log("cuda backend: cuInit failed with CUDA error %d: no usable CUDA device", r);
+        mtx_log("cuda backend: cuInit failed with CUDA error %d: no usable CUDA device", r);
         return cuda_init_rc = MEMTRACE_ENODEV;
     }
     return cuda_init_rc = 0;
@@ -158,7 +158,7 @@ static int cuda_open(struct memtrace_device *d, int index)
     int count = 0;
     CUresult r = cu.DeviceGetCount(&count);
     if (r != CUDA_SUCCESS || index >= count) {
-        mt_log("cuda backend: no CUDA device %d (%d present)", index, count);
+        mtx_log("cuda backend: no CUDA device %d (%d present)", index, count);
         return MEMTRACE_ENODEV;
     }
     struct cuda_dev *c = calloc(1, sizeof(*c));
@@ -166,13 +166,13 @@ static int cuda_open(struct memtrace_device *d, int index)
         return MEMTRACE_ENOMEM;
     if ((r = cu.DeviceGet(&c->dev, index)) != CUDA_SUCCESS ||
         (r = cu.PrimaryCtxRetain(&c->ctx, c->dev)) != CUDA_SUCCESS) {
-        mt_log("cuda backend: cannot open CUDA device %d: CUDA error %d", index, r);
+        mtx_log("cuda backend: cannot open CUDA device %d: CUDA error %d", index, r);
         free(c);
         return MEMTRACE_ENODEV;
     }
     d->impl = c;
     if (cu.DeviceGetName(d->name, (int)sizeof(d->name), c->dev) != CUDA_SUCCESS)
-        mt_format(d->name, sizeof(d->name), "CUDA device %d", index);
+        mtx_format(d->name, sizeof(d->name), "CUDA device %d", index);
     d->name[sizeof(d->name) - 1] = '\0';
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {CU_MEM_LOCATION_TYPE_DEVICE, c->dev}};

@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 
 #include "device_impl.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define HOST_GRANULARITY ((size_t)2 << 20)
 #define HOST_BUCKETS     4096
@@ -156,7 +156,7 @@ static atomic_uint_fast64_t host_next_stream_id = 1;
 
 static size_t bucket_of(uint64_t addr)
 {
-    return (size_t)(mt_hash_u64(addr) % HOST_BUCKETS);
+    return (size_t)(mtx_hash_u64(addr) % HOST_BUCKETS);
 }
 
 int mt_device_host_open_capacity(struct memtrace_device *d, uint64_t capacity)
@@ -168,7 +168,7 @@ int mt_device_host_open_capacity(struct memtrace_device *d, uint64_t capacity)
     h->capacity = capacity;
     d->impl = h;
     d->granularity = HOST_GRANULARITY;
-    mt_format(d->name, sizeof(d->name), "host (%llu bytes)", (unsigned long long)capacity);
+    mtx_format(d->name, sizeof(d->name), "host (%llu bytes)", (unsigned long long)capacity);
     return 0;
 }
 
@@ -177,13 +177,13 @@ static int host_open(struct memtrace_device *d, int index)
     uint64_t cap = 8ULL << 30;
     const char *env = getenv("MEMTRACE_HOST_CAPACITY");
     if (env && mt_device_parse_size(env, &cap) != 0) {
-        mt_log("MEMTRACE_HOST_CAPACITY=\"%s\" is not a size: give bytes with an optional K, M "
+        mtx_log("MEMTRACE_HOST_CAPACITY=\"%s\" is not a size: give bytes with an optional K, M "
                "or G suffix, e.g. 8G",
                env);
         return MEMTRACE_ECONFIG;
     }
     if (env && cap == 0) {
-        mt_log("MEMTRACE_HOST_CAPACITY=\"%s\": the capacity must be above zero", env);
+        mtx_log("MEMTRACE_HOST_CAPACITY=\"%s\": the capacity must be above zero", env);
         return MEMTRACE_ECONFIG;
     }
     return mt_device_host_open_capacity(d, cap);

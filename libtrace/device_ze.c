@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "device_impl.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #if MEMTRACE_HAVE_LEVEL_ZERO
 
@@ -81,7 +81,7 @@ static int ze_err(ze_result_t r)
 
 static size_t ze_bucket(uint64_t addr)
 {
-    return (size_t)(mt_hash_u64(addr) % ZE_BUCKETS);
+    return (size_t)(mtx_hash_u64(addr) % ZE_BUCKETS);
 }
 
 static int ze_find_device(int index, ze_driver_handle_t *drv_out, ze_device_handle_t *dev_out,
@@ -131,7 +131,7 @@ static int ze_open(struct memtrace_device *d, int index)
         ze_result_t r = zeInit(0);
         ze_init_rc = r == ZE_RESULT_SUCCESS ? 0 : MEMTRACE_ENODEV;
         if (ze_init_rc)
-            mt_log("level_zero backend: zeInit failed with 0x%x: no Level Zero driver",
+            mtx_log("level_zero backend: zeInit failed with 0x%x: no Level Zero driver",
                    (unsigned)r);
     }
     int rc = ze_init_rc;
@@ -145,14 +145,14 @@ static int ze_open(struct memtrace_device *d, int index)
     int ndev = 0;
     if ((rc = ze_find_device(index, &z->drv, &z->dev, &ndev))) {
         if (rc == MEMTRACE_ENODEV)
-            mt_log("level_zero backend: no Level Zero device %d (%d present)", index, ndev);
+            mtx_log("level_zero backend: no Level Zero device %d (%d present)", index, ndev);
         free(z);
         return rc;
     }
     ze_context_desc_t cdesc = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
     ze_result_t r = zeContextCreate(z->drv, &cdesc, &z->ctx);
     if (r != ZE_RESULT_SUCCESS) {
-        mt_log("level_zero backend: cannot create a context on device %d: 0x%x", index,
+        mtx_log("level_zero backend: cannot create a context on device %d: 0x%x", index,
                (unsigned)r);
         free(z);
         return ze_err(r) == MEMTRACE_EOOM ? MEMTRACE_EOOM : MEMTRACE_ENODEV;
@@ -169,7 +169,7 @@ static int ze_open(struct memtrace_device *d, int index)
         d->name[n] = '\0';
     }
     if (!d->name[0])
-        mt_format(d->name, sizeof(d->name), "Level Zero device %d", index);
+        mtx_format(d->name, sizeof(d->name), "Level Zero device %d", index);
 
     uint32_t nmem = 0;
     if (zeDeviceGetMemoryProperties(z->dev, &nmem, NULL) == ZE_RESULT_SUCCESS && nmem) {
@@ -690,7 +690,7 @@ const struct mt_device_ops mt_device_ze_ops = {
 
 static int ze_open_absent(struct memtrace_device *d, int index)
 {
-    mt_log("level_zero backend: this memtrace was built without Level Zero; install libze-dev "
+    mtx_log("level_zero backend: this memtrace was built without Level Zero; install libze-dev "
            "and rebuild");
     return MEMTRACE_ENOTSUP;
 }

@@ -24,7 +24,7 @@
 #include "memtrace.h"
 #include "stack.h"
 #include "strtab.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -37,7 +37,7 @@
 
 struct mt_recorder mt_rec;
 
-static MT_TLS int tls_nannotations;
+static MTX_TLS int tls_nannotations;
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -74,7 +74,7 @@ static void atfork_child(void)
     mt_meta_atfork_child();
     mt_strings_atfork_child();
     mt_stack_atfork_child();
-    mt_tls_tid = 0; /* the forking thread's id was cached; this one has a new id */
+    mtx_tls_tid = 0; /* the forking thread's id was cached; this one has a new id */
     atomic_store(&mt_rec.recording, 0);
     mt_stream_atfork_child();
     mt_ring_reset();

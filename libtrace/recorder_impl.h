@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "memtrace.h"
-#include "util.h"
+#include "mtx/util.h"
 #include "writer.h"
 #if defined(__has_include)
 #if __has_include(<sys/single_threaded.h>)
@@ -57,13 +57,13 @@ struct mt_recorder {
     struct memtrace_event *buf[2];
     uint32_t nbuf[2];
     int cur;           /* buffer being filled */
-    uint64_t first_ns; /* when buf[cur] got its first event (mt_now_ns) */
+    uint64_t first_ns; /* when buf[cur] got its first event (mtx_now_ns) */
     int writer_busy;   /* the other buffer is with the writer */
     int stopping;
 };
 
 /* Defined in recorder.c. */
-extern MT_HIDDEN struct mt_recorder mt_rec;
+extern MTX_HIDDEN struct mt_recorder mt_rec;
 
 /* ---- the lock (recorder.c) ---- */
 
@@ -73,7 +73,7 @@ extern MT_HIDDEN struct mt_recorder mt_rec;
  * the lock). Waiters spin briefly, then yield; the writer thread and a recording
  * thread that waits for buffer space sleep on futex words instead, without the
  * lock. */
-MT_HIDDEN void mt_rlock_slow(void);
+MTX_HIDDEN void mt_rlock_slow(void);
 
 static inline void mt_rlock(void)
 {
@@ -83,7 +83,7 @@ static inline void mt_rlock(void)
         return;
     }
 #endif
-    if (MT_UNLIKELY(atomic_exchange_explicit(&mt_rec.lock, 1, memory_order_acquire)))
+    if (MTX_UNLIKELY(atomic_exchange_explicit(&mt_rec.lock, 1, memory_order_acquire)))
         mt_rlock_slow();
 }
 
@@ -95,29 +95,29 @@ static inline void mt_runlock(void)
 /* ---- the ring (recorder_ring.c) ---- */
 
 /* Called with the lock: empties the history and zeroes the counts. */
-MT_HIDDEN void mt_ring_reset(void);
+MTX_HIDDEN void mt_ring_reset(void);
 /* Called with the lock: drops the oldest events beyond max_entries. */
-MT_HIDDEN void mt_ring_trim(void);
+MTX_HIDDEN void mt_ring_trim(void);
 /* Called with the lock: the history (oldest first) in a malloc'd array, or NULL. */
-MT_HIDDEN struct memtrace_event *mt_ring_copy(size_t *n);
+MTX_HIDDEN struct memtrace_event *mt_ring_copy(size_t *n);
 /* Sets this thread's re-entry guard (1: what it does is not recorded); returns the
  * guard's previous value. */
-MT_HIDDEN int mt_ring_set_busy(int busy);
+MTX_HIDDEN int mt_ring_set_busy(int busy);
 
 /* ---- metadata (recorder_meta.c) ---- */
 
 /* Notes the wall and monotonic time at which recording starts. */
-MT_HIDDEN void mt_meta_start(void);
+MTX_HIDDEN void mt_meta_start(void);
 /* The whole metadata object as JSON text (malloc'd), and its generation in *gen when
  * gen is not NULL. Takes the lock for the options. */
-MT_HIDDEN char *mt_meta_dump(uint64_t *gen);
+MTX_HIDDEN char *mt_meta_dump(uint64_t *gen);
 /* The generation of the metadata, bumped on every change. */
-MT_HIDDEN uint64_t mt_meta_gen(void);
+MTX_HIDDEN uint64_t mt_meta_gen(void);
 /* The end object of a file (the counts) as JSON text (malloc'd). */
-MT_HIDDEN char *mt_meta_end_json(void);
-MT_HIDDEN void mt_meta_lock(void);
-MT_HIDDEN void mt_meta_unlock(void);
-MT_HIDDEN void mt_meta_atfork_child(void);
+MTX_HIDDEN char *mt_meta_end_json(void);
+MTX_HIDDEN void mt_meta_lock(void);
+MTX_HIDDEN void mt_meta_unlock(void);
+MTX_HIDDEN void mt_meta_atfork_child(void);
 
 /* ---- tables (recorder_frames.c) ---- */
 
@@ -128,33 +128,33 @@ struct mt_table_marks {
 
 /* Writes the table entries interned since *marks, in dependency order, and moves
  * the marks. 0 or MEMTRACE_E*. */
-MT_HIDDEN int mt_tables_write(struct mt_writer *w, struct mt_table_marks *marks);
-MT_HIDDEN void mt_frames_lock(void);
-MT_HIDDEN void mt_frames_unlock(void);
-MT_HIDDEN void mt_frames_atfork_child(void);
+MTX_HIDDEN int mt_tables_write(struct mt_writer *w, struct mt_table_marks *marks);
+MTX_HIDDEN void mt_frames_lock(void);
+MTX_HIDDEN void mt_frames_unlock(void);
+MTX_HIDDEN void mt_frames_atfork_child(void);
 
 /* ---- state (recorder_state.c) ---- */
 
 /* Collects the state from every provider and writes it with the tables it needs;
  * called without the lock. */
-MT_HIDDEN int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks);
+MTX_HIDDEN int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks);
 
 /* ---- the stream (recorder_stream.c) ---- */
 
 /* Opens path and starts the writer thread; called without the lock. */
-MT_HIDDEN int mt_stream_start(const char *path);
+MTX_HIDDEN int mt_stream_start(const char *path);
 /* Stops the writer thread and finishes the file; called without the lock. */
-MT_HIDDEN void mt_stream_finish(void);
+MTX_HIDDEN void mt_stream_finish(void);
 /* Called with the lock, when the buffer being filled is full: hands it to the
  * writer, or waits for the writer to give the other one back. Returns 0 when there
  * is room again, -1 when the stream stopped meanwhile. */
-MT_HIDDEN int mt_stream_wait_room(void);
+MTX_HIDDEN int mt_stream_wait_room(void);
 /* In a forked child: forgets the parent's stream. */
-MT_HIDDEN void mt_stream_atfork_child(void);
+MTX_HIDDEN void mt_stream_atfork_child(void);
 
 /* MT_WRITER_OVERWRITE when MEMTRACE_OVERWRITE=1 allows replacing an existing file,
  * else 0: the flags of every file the recorder creates. */
-MT_HIDDEN unsigned mt_output_flags(void);
+MTX_HIDDEN unsigned mt_output_flags(void);
 
 /* Between hold and release, a write by this thread past RLIMIT_FSIZE fails with
  * EFBIG instead of killing the process with SIGXFSZ; release consumes the signal
@@ -163,18 +163,18 @@ struct mt_xfsz {
     sigset_t old;
     int was_pending;
 };
-MT_HIDDEN void mt_xfsz_hold(struct mt_xfsz *x);
-MT_HIDDEN void mt_xfsz_release(const struct mt_xfsz *x);
+MTX_HIDDEN void mt_xfsz_hold(struct mt_xfsz *x);
+MTX_HIDDEN void mt_xfsz_release(const struct mt_xfsz *x);
 
 /* Called with the lock. */
 static inline void mt_stream_append(const struct memtrace_event *ev)
 {
-    if (MT_UNLIKELY(mt_rec.nbuf[mt_rec.cur] == MT_STREAM_BUF_EVENTS) && mt_stream_wait_room() != 0)
+    if (MTX_UNLIKELY(mt_rec.nbuf[mt_rec.cur] == MT_STREAM_BUF_EVENTS) && mt_stream_wait_room() != 0)
         return;
     struct memtrace_event *b = mt_rec.buf[mt_rec.cur];
     uint32_t k = mt_rec.nbuf[mt_rec.cur]++;
-    if (MT_UNLIKELY(k == 0))
-        mt_rec.first_ns = mt_now_ns(); /* the writer's deadline counts from here */
+    if (MTX_UNLIKELY(k == 0))
+        mt_rec.first_ns = mtx_now_ns(); /* the writer's deadline counts from here */
     __builtin_prefetch((void *)((uintptr_t)&b[k] + MT_PREFETCH_AHEAD * sizeof *ev), 1, 3);
     b[k] = *ev;
 }

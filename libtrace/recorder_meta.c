@@ -11,7 +11,7 @@
 #include "memtrace.h"
 #include "mtx/escape.h"
 #include "mtx/rank.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -123,8 +123,8 @@ uint64_t mt_meta_gen(void)
 void mt_meta_start(void)
 {
     pthread_mutex_lock(&meta_lock);
-    start_wall_ns = mt_wall_ns();
-    start_mono_ns = mt_now_ns();
+    start_wall_ns = mtx_wall_ns();
+    start_mono_ns = mtx_now_ns();
     pthread_mutex_unlock(&meta_lock);
 }
 

@@ -12,7 +12,7 @@
 #include "memtrace.h"
 #include "stack.h"
 #include "strtab.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -40,9 +40,9 @@ static struct {
     int overflowed;
 } H;
 
-static MT_TLS int tls_busy;
+static MTX_TLS int tls_busy;
 static __thread uint32_t tls_categories[MAX_NESTING];
-static MT_TLS int tls_ncategories;
+static MTX_TLS int tls_ncategories;
 
 /* ---- history ---------------------------------------------------------------- */
 
@@ -67,7 +67,7 @@ static void hchunk_retire(struct hchunk *c)
     if (H.spare == NULL)
         H.spare = c;
     else
-        mt_unmap(c, sizeof *c);
+        mtx_unmap(c, sizeof *c);
 }
 
 static void history_free(void)
@@ -75,10 +75,10 @@ static void history_free(void)
     struct hchunk *c = H.head;
     while (c != NULL) {
         struct hchunk *next = c->next;
-        mt_unmap(c, sizeof *c);
+        mtx_unmap(c, sizeof *c);
         c = next;
     }
-    mt_unmap(H.spare, sizeof *H.spare);
+    mtx_unmap(H.spare, sizeof *H.spare);
     H.spare = NULL;
     H.head = H.tail = NULL;
     H.head_off = 0;
@@ -135,7 +135,7 @@ static int history_append_slow(const struct memtrace_event *ev)
 static inline int history_append(const struct memtrace_event *ev)
 {
     struct hchunk *t = H.tail;
-    if (MT_UNLIKELY(t == NULL || t->n == HCHUNK_EVENTS))
+    if (MTX_UNLIKELY(t == NULL || t->n == HCHUNK_EVENTS))
         return history_append_slow(ev);
     /* The ring is far larger than the caches: ask for the lines a few events ahead
      * now, so that the next stores do not wait for memory under the lock. */
@@ -145,7 +145,7 @@ static inline int history_append(const struct memtrace_event *ev)
         H.hcount++;
         return 0;
     }
-    if (MT_LIKELY(H.head_off + 1 < H.head->n)) {
+    if (MTX_LIKELY(H.head_off + 1 < H.head->n)) {
         H.head_off++;
         H.dropped++;
         H.overflowed = 1;
@@ -224,7 +224,7 @@ static inline __attribute__((always_inline)) void keep(const struct memtrace_eve
 /* The category an alloc recorded now gets: the innermost one pushed on this thread. */
 static inline uint32_t current_category(void)
 {
-    return MT_UNLIKELY(tls_ncategories > 0) ? tls_categories[tls_ncategories - 1] : 0;
+    return MTX_UNLIKELY(tls_ncategories > 0) ? tls_categories[tls_ncategories - 1] : 0;
 }
 
 /* Captures and interns the current stack. Always inlined: the one frame it skips is
@@ -268,7 +268,7 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
         return fn != NULL ? locked_only(ev, fn, ctx, 0) : 0;
     tls_busy = 1;
     uint64_t now = 0;
-    uint32_t tid = mt_gettid();
+    uint32_t tid = mtx_gettid();
     uint32_t stack = 0;
     int captured = 0;
     int depth = mt_rec.stack_depth;
@@ -279,7 +279,7 @@ static inline __attribute__((always_inline)) int record_batch(struct memtrace_ev
         if (skip & bit)
             continue;
         if (e->time_ns == 0)
-            e->time_ns = now ? now : (now = mt_now_ns());
+            e->time_ns = now ? now : (now = mtx_now_ns());
         e->tid = tid;
         if (e->action == MEMTRACE_ALLOC && e->category == 0)
             e->category = current_category();
@@ -328,7 +328,7 @@ uint32_t mt_record_block(const struct mt_block_event *f, int freed)
         return 0;
     tls_busy = 1;
     struct memtrace_event ev = {
-        .time_ns = mt_now_ns(),
+        .time_ns = mtx_now_ns(),
         .addr = f->addr,
         .size = f->size,
         .requested_size = f->requested,
@@ -336,7 +336,7 @@ uint32_t mt_record_block(const struct mt_block_event *f, int freed)
         .aux = f->aux,
         .device = f->device,
         .pool = f->pool,
-        .tid = mt_gettid(),
+        .tid = mtx_gettid(),
         .source = f->source,
         .action = (uint8_t)action,
     };

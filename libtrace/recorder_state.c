@@ -5,7 +5,7 @@
 #include "recorder_impl.h"
 
 #include "memtrace.h"
-#include "util.h"
+#include "mtx/util.h"
 #include "writer.h"
 
 #include <stddef.h>
@@ -114,7 +114,7 @@ int memtrace_state_provider_remove(int handle)
 int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks)
 {
     struct state_buf sb;
-    uint64_t now = mt_now_ns();
+    uint64_t now = mtx_now_ns();
     state_collect(&sb);
     int rc = sb.failed ? MEMTRACE_ENOMEM : mt_tables_write(w, marks);
     if (rc == 0)

@@ -11,7 +11,7 @@
 #include "recorder_impl.h"
 
 #include "memtrace.h"
-#include "util.h"
+#include "mtx/util.h"
 #include "writer.h"
 
 #include <errno.h>
@@ -113,7 +113,7 @@ static unsigned stream_wait_ms(void)
     unsigned half = mt_rec.flush_ms / 2 ? mt_rec.flush_ms / 2 : 1;
     if (mt_rec.nbuf[mt_rec.cur] == 0)
         return half;
-    uint64_t age = mt_now_ns() - mt_rec.first_ns;
+    uint64_t age = mtx_now_ns() - mt_rec.first_ns;
     uint64_t due = (uint64_t)half * 1000000u;
     return age >= due ? 0 : (unsigned)((due - age + 999999u) / 1000000u);
 }
@@ -145,7 +145,7 @@ static void *stream_main(void *arg)
             mt_rlock();
             if (rc != 0 && !stream_error) {
                 stream_error = rc;
-                mt_log("stream write failed (%s); recording goes on in memory only",
+                mtx_log("stream write failed (%s); recording goes on in memory only",
                        rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
             }
             mt_rec.nbuf[full] = 0;
@@ -187,14 +187,14 @@ void mt_stream_finish(void)
     free(end);
     mt_xfsz_release(&x);
     if (rc != 0 && !stream_error)
-        mt_log("could not finish the stream: %s",
+        mtx_log("could not finish the stream: %s",
                rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
     mt_rlock();
     writer = NULL;
     mt_rec.streaming = 0;
     mt_rec.stopping = 0;
-    mt_unmap(mt_rec.buf[0], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
-    mt_unmap(mt_rec.buf[1], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+    mtx_unmap(mt_rec.buf[0], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+    mtx_unmap(mt_rec.buf[1], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
     mt_rec.buf[0] = mt_rec.buf[1] = NULL;
     mt_runlock();
 }
@@ -208,13 +208,13 @@ int mt_stream_start(const char *path)
     char *m = mt_meta_dump(&stream_meta_gen);
     rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
     free(m);
-    struct memtrace_event *b0 = mt_map(MT_STREAM_BUF_EVENTS * sizeof *b0);
-    struct memtrace_event *b1 = mt_map(MT_STREAM_BUF_EVENTS * sizeof *b1);
+    struct memtrace_event *b0 = mtx_map(MT_STREAM_BUF_EVENTS * sizeof *b0);
+    struct memtrace_event *b1 = mtx_map(MT_STREAM_BUF_EVENTS * sizeof *b1);
     if (rc == 0 && (b0 == NULL || b1 == NULL))
         rc = MEMTRACE_ENOMEM;
     if (rc != 0) {
-        mt_unmap(b0, MT_STREAM_BUF_EVENTS * sizeof *b0);
-        mt_unmap(b1, MT_STREAM_BUF_EVENTS * sizeof *b1);
+        mtx_unmap(b0, MT_STREAM_BUF_EVENTS * sizeof *b0);
+        mtx_unmap(b1, MT_STREAM_BUF_EVENTS * sizeof *b1);
         mt_writer_abort(w);
         unlink(path);
         return rc;
@@ -273,8 +273,8 @@ void mt_stream_atfork_child(void)
         /* The parent still writes this file: just forget it. */
         writer = NULL;
         mt_rec.streaming = 0;
-        mt_unmap(mt_rec.buf[0], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
-        mt_unmap(mt_rec.buf[1], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+        mtx_unmap(mt_rec.buf[0], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
+        mtx_unmap(mt_rec.buf[1], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
         mt_rec.buf[0] = mt_rec.buf[1] = NULL;
     }
 }

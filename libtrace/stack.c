@@ -25,7 +25,7 @@
 #include "memtrace.h"
 #include "stack.h"
 #include "stack_py.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define SEG_SHIFT 10
 #define SEG_BASE  (1u << SEG_SHIFT)
@@ -71,7 +71,7 @@ static struct seg_array frames; /* uintptr_t, index id - 1 */
 static struct id_map node_map;  /* (parent << 32 | frame) -> node id */
 static struct id_map frame_map; /* ip -> frame id */
 static _Atomic(struct cache_table *) cache;
-static struct mt_arena arena; /* cache entries; the lock holder only */
+static struct mtx_arena arena; /* cache entries; the lock holder only */
 static size_t cached_bytes;
 /* Entries copy whole stacks: beyond this, misses walk the trie under the lock. */
 #define CACHE_MAX_BYTES ((size_t)64 << 20)
@@ -93,7 +93,7 @@ static void *seg_slot(struct seg_array *a, uint32_t idx, size_t rec)
     if (k >= SEG_COUNT)
         return NULL;
     if (a->seg[k] == NULL) {
-        a->seg[k] = mt_map((size_t)(SEG_BASE << k) * rec);
+        a->seg[k] = mtx_map((size_t)(SEG_BASE << k) * rec);
         if (a->seg[k] == NULL)
             return NULL;
     }
@@ -111,19 +111,19 @@ static inline void *seg_get(const struct seg_array *a, uint32_t idx, size_t rec)
 static bool id_map_grow(struct id_map *m)
 {
     size_t cap = m->slots ? (m->mask + 1) * 2 : 4096;
-    struct id_slot *s = mt_map(cap * sizeof *s);
+    struct id_slot *s = mtx_map(cap * sizeof *s);
     if (s == NULL)
         return false;
     for (size_t i = 0; m->slots && i <= m->mask; i++) {
         if (m->slots[i].id == 0)
             continue;
-        size_t j = mt_hash_u64(m->slots[i].key) & (cap - 1);
+        size_t j = mtx_hash_u64(m->slots[i].key) & (cap - 1);
         while (s[j].id != 0)
             j = (j + 1) & (cap - 1);
         s[j] = m->slots[i];
     }
     if (m->slots)
-        mt_unmap(m->slots, (m->mask + 1) * sizeof *s);
+        mtx_unmap(m->slots, (m->mask + 1) * sizeof *s);
     m->slots = s;
     m->mask = cap - 1;
     return true;
@@ -132,7 +132,7 @@ static bool id_map_grow(struct id_map *m)
 /* Returns the slot holding key, or the empty slot where it belongs. */
 static struct id_slot *id_map_find(struct id_map *m, uint64_t key)
 {
-    size_t j = mt_hash_u64(key) & m->mask;
+    size_t j = mtx_hash_u64(key) & m->mask;
     while (m->slots[j].id != 0 && m->slots[j].key != key)
         j = (j + 1) & m->mask;
     return &m->slots[j];
@@ -187,7 +187,7 @@ static inline uint64_t hash_ips(const uintptr_t *ips, int n)
         h *= 0xff51afd7ed558ccdULL;
         h = (h << 29) | (h >> 35);
     }
-    return mt_hash_u64(h);
+    return mtx_hash_u64(h);
 }
 
 static uint32_t cache_lookup(uint64_t h, const uintptr_t *ips, int n)
@@ -223,7 +223,7 @@ static void cache_insert(uint64_t h, const uintptr_t *ips, int n, uint32_t id)
     struct cache_table *t = atomic_load_explicit(&cache, memory_order_relaxed);
     if (t == NULL || (t->used + 1) * 2 > t->mask + 1) {
         size_t cap = t ? (t->mask + 1) * 2 : 4096;
-        struct cache_table *nt = mt_map(sizeof *nt + cap * sizeof nt->slot[0]);
+        struct cache_table *nt = mtx_map(sizeof *nt + cap * sizeof nt->slot[0]);
         if (nt == NULL)
             return;
         nt->mask = cap - 1;
@@ -235,7 +235,7 @@ static void cache_insert(uint64_t h, const uintptr_t *ips, int n, uint32_t id)
         atomic_store_explicit(&cache, nt, memory_order_release);
         t = nt;
     }
-    struct cache_entry *e = mt_arena_alloc(&arena, size, _Alignof(struct cache_entry));
+    struct cache_entry *e = mtx_arena_alloc(&arena, size, _Alignof(struct cache_entry));
     if (e == NULL)
         return;
     cached_bytes += size;
@@ -252,7 +252,7 @@ uint32_t mt_stack_intern(const uintptr_t *ips, int n)
         return 0;
     uint64_t h = hash_ips(ips, n);
     uint32_t id = cache_lookup(h, ips, n);
-    if (MT_LIKELY(id != 0))
+    if (MTX_LIKELY(id != 0))
         return id;
 
     pthread_mutex_lock(&lock);
@@ -352,7 +352,7 @@ static int own_module(struct dl_phdr_info *info, size_t size, void *data)
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) ||
-            own_nranges == (int)MT_ARRAY_SIZE(own_ranges))
+            own_nranges == (int)MTX_ARRAY_SIZE(own_ranges))
             continue;
         own_ranges[own_nranges].lo = info->dlpi_addr + ph->p_vaddr;
         own_ranges[own_nranges].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
@@ -384,14 +384,14 @@ static inline __attribute__((always_inline)) int capture_native(uintptr_t *ips, 
         return 0;
     if (skip < 0)
         skip = 0;
-    if (MT_UNLIKELY(atomic_load_explicit(&unwind_ready, memory_order_relaxed) == 0))
+    if (MTX_UNLIKELY(atomic_load_explicit(&unwind_ready, memory_order_relaxed) == 0))
         unwind_init();
     pthread_once(&own_once, own_init);
 
     int above = atomic_load_explicit(&above_seen, memory_order_relaxed);
     int want = max + skip + above;
-    if (want > (int)MT_ARRAY_SIZE(buf))
-        want = (int)MT_ARRAY_SIZE(buf);
+    if (want > (int)MTX_ARRAY_SIZE(buf))
+        want = (int)MTX_ARRAY_SIZE(buf);
     int got = unw_backtrace(buf, want);
 
     /* Whether unw_backtrace lists itself varies between libunwind releases; find

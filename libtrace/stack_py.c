@@ -32,7 +32,7 @@
 
 #include "stack_py.h"
 #include "strtab.h"
-#include "util.h"
+#include "mtx/util.h"
 
 enum model {
     MODEL_FRAMEOBJ = 1, /* 3.9, 3.10: tstate->frame, PyFrameObject.f_back */
@@ -170,7 +170,7 @@ static bool layout_from_debug_offsets(unsigned long hex)
     if ((d[1] >> 16) != (hex >> 16))
         return false;
     const struct dbg_index *x = NULL;
-    for (size_t i = 0; i < MT_ARRAY_SIZE(dbg_indices); i++)
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(dbg_indices); i++)
         if (dbg_indices[i].version == hex >> 16)
             x = &dbg_indices[i];
     if (x == NULL)
@@ -232,7 +232,7 @@ static void py_init(void)
     py.hexversion = find_version();
     unsigned long mm = py.hexversion >> 16;
     bool found = false;
-    for (size_t i = 0; i < MT_ARRAY_SIZE(layouts); i++) {
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(layouts); i++) {
         if (layouts[i].version == mm) {
             py.l = layouts[i];
             found = true;
@@ -261,7 +261,7 @@ static void py_init(void)
          (py.l.model == MODEL_FRAMEOBJ && (py.frame_line == NULL || py.frame_type == NULL))))
         found = false;
     if (!found) {
-        mt_log("Python %lu.%lu is not supported: its stacks are native only", mm >> 8, mm & 0xff);
+        mtx_log("Python %lu.%lu is not supported: its stacks are native only", mm >> 8, mm & 0xff);
         return;
     }
     atomic_store_explicit(&py_ready, 1, memory_order_release);
@@ -364,7 +364,7 @@ struct pyframe {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(struct pc_table *) pcs;
-static struct mt_arena arena; /* pc entries; the lock holder only */
+static struct mtx_arena arena; /* pc entries; the lock holder only */
 static size_t pc_bytes;
 #define PC_MAX_BYTES ((size_t)16 << 20)
 static struct pyframe *frames; /* index id - 1; the lock holder only */
@@ -374,19 +374,19 @@ static uint32_t frame_slots_mask;
 
 static inline uint64_t pc_hash(uintptr_t code, int32_t off)
 {
-    return mt_hash_u64((uint64_t)code ^ (uint64_t)(uint32_t)off << 48 ^ (uint64_t)off);
+    return mtx_hash_u64((uint64_t)code ^ (uint64_t)(uint32_t)off << 48 ^ (uint64_t)off);
 }
 
 static inline uint64_t frame_hash(const struct pyframe *f)
 {
-    return mt_hash_u64((uint64_t)f->function << 32 ^ f->file ^ (uint64_t)f->line << 17);
+    return mtx_hash_u64((uint64_t)f->function << 32 ^ f->file ^ (uint64_t)f->line << 17);
 }
 
 /* Lock held. */
 static bool frame_slots_grow(void)
 {
     uint32_t cap = frame_slots ? (frame_slots_mask + 1) * 2 : 1024;
-    uint32_t *s = mt_map(cap * sizeof *s);
+    uint32_t *s = mtx_map(cap * sizeof *s);
     if (s == NULL)
         return false;
     for (uint32_t id = 1; id <= nframes; id++) {
@@ -396,7 +396,7 @@ static bool frame_slots_grow(void)
         s[j] = id;
     }
     if (frame_slots)
-        mt_unmap(frame_slots, (frame_slots_mask + 1) * sizeof *s);
+        mtx_unmap(frame_slots, (frame_slots_mask + 1) * sizeof *s);
     frame_slots = s;
     frame_slots_mask = cap - 1;
     return true;
@@ -415,12 +415,12 @@ static uint32_t frame_intern(const struct pyframe *f)
     }
     if (nframes == frames_cap) {
         uint32_t cap = frames_cap ? frames_cap * 2 : 1024;
-        struct pyframe *n = mt_map(cap * sizeof *n);
+        struct pyframe *n = mtx_map(cap * sizeof *n);
         if (n == NULL)
             return 0;
         if (frames != NULL) {
             memcpy(n, frames, nframes * sizeof *n);
-            mt_unmap(frames, frames_cap * sizeof *n);
+            mtx_unmap(frames, frames_cap * sizeof *n);
         }
         frames = n;
         frames_cap = cap;
@@ -453,7 +453,7 @@ static void pc_insert(const struct pc_entry *proto)
     struct pc_table *t = atomic_load_explicit(&pcs, memory_order_relaxed);
     if (t == NULL || (t->used + 1) * 2 > t->mask + 1) {
         size_t cap = t ? (t->mask + 1) * 2 : 1024;
-        struct pc_table *nt = mt_map(sizeof *nt + cap * sizeof nt->slot[0]);
+        struct pc_table *nt = mtx_map(sizeof *nt + cap * sizeof nt->slot[0]);
         if (nt == NULL)
             return;
         nt->mask = cap - 1;
@@ -465,7 +465,7 @@ static void pc_insert(const struct pc_entry *proto)
         atomic_store_explicit(&pcs, nt, memory_order_release);
         t = nt;
     }
-    struct pc_entry *e = mt_arena_alloc(&arena, sizeof *e, _Alignof(struct pc_entry));
+    struct pc_entry *e = mtx_arena_alloc(&arena, sizeof *e, _Alignof(struct pc_entry));
     if (e == NULL)
         return;
     pc_bytes += sizeof *e;
@@ -486,7 +486,7 @@ static uintptr_t token_of(uintptr_t code, int32_t off, uintptr_t frame)
         if (e == NULL)
             break;
         if (e->code == code && e->off == off) {
-            if (MT_LIKELY(e->name == name && e->file == file && e->firstlineno == first))
+            if (MTX_LIKELY(e->name == name && e->file == file && e->firstlineno == first))
                 return e->token;
             break;
         }
@@ -527,7 +527,7 @@ static uintptr_t token_of(uintptr_t code, int32_t off, uintptr_t frame)
 
 static inline void push(struct mt_py_stack *st, uintptr_t tok)
 {
-    if (tok != 0 && st->n < (int)MT_ARRAY_SIZE(st->tok)) {
+    if (tok != 0 && st->n < (int)MTX_ARRAY_SIZE(st->tok)) {
         st->tok[st->n] = tok;
         st->end[st->n] = 0;
         st->n++;
@@ -542,7 +542,7 @@ static inline void end_group(struct mt_py_stack *st)
 
 static void walk_frame_objects(uintptr_t f, struct mt_py_stack *st)
 {
-    for (int k = 0; f != 0 && k < MAX_WALK && st->n < (int)MT_ARRAY_SIZE(st->tok); k++) {
+    for (int k = 0; f != 0 && k < MAX_WALK && st->n < (int)MTX_ARRAY_SIZE(st->tok); k++) {
         if (!is_type(f, py.frame_type))
             return;
         uintptr_t code = rd_ptr(f, py.l.f_code);
@@ -558,7 +558,7 @@ static void walk_frame_objects(uintptr_t f, struct mt_py_stack *st)
 static void walk_interpreter_frames(uintptr_t f, struct mt_py_stack *st)
 {
     const struct layout *l = &py.l;
-    for (int k = 0; f != 0 && k < MAX_WALK && st->n < (int)MT_ARRAY_SIZE(st->tok); k++) {
+    for (int k = 0; f != 0 && k < MAX_WALK && st->n < (int)MTX_ARRAY_SIZE(st->tok); k++) {
         if ((f & 7) != 0)
             return;
         uintptr_t code = rd_ptr(f, l->f_code) & (l->ref_mask ? l->ref_mask : ~(uintptr_t)0);
@@ -585,7 +585,7 @@ static void walk_interpreter_frames(uintptr_t f, struct mt_py_stack *st)
 int mt_py_capture(struct mt_py_stack *st)
 {
     st->n = 0;
-    if (MT_UNLIKELY(!atomic_load_explicit(&py_ready, memory_order_acquire))) {
+    if (MTX_UNLIKELY(!atomic_load_explicit(&py_ready, memory_order_acquire))) {
         pthread_once(&py_once, py_init);
         if (!atomic_load_explicit(&py_ready, memory_order_acquire))
             return 0;

@@ -7,7 +7,7 @@
 #include "config.h"
 
 #include "strtab.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,7 +18,7 @@
 #define MAX_PAGES         65536u
 
 static pthread_mutex_t strings_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct mt_arena strings_arena;
+static struct mtx_arena strings_arena;
 static const char **pages[MAX_PAGES];
 static _Atomic uint32_t strings_n; /* ids 1..strings_n are published */
 static uint32_t *index_slots;      /* id per slot, 0 = empty */
@@ -46,16 +46,16 @@ static uint32_t *index_find(uint32_t *slots, uint32_t cap, const char *s, size_t
 static int index_grow(void)
 {
     uint32_t ncap = index_cap ? index_cap * 2 : 1024;
-    uint32_t *ns = mt_map((size_t)ncap * sizeof *ns);
+    uint32_t *ns = mtx_map((size_t)ncap * sizeof *ns);
     if (ns == NULL)
         return -1;
     uint32_t n = atomic_load_explicit(&strings_n, memory_order_relaxed);
     for (uint32_t id = 1; id <= n; id++) {
         const char *e = entry(id);
         size_t len = strlen(e);
-        *index_find(ns, ncap, e, len, mt_hash_bytes(e, len)) = id;
+        *index_find(ns, ncap, e, len, mtx_hash_bytes(e, len)) = id;
     }
-    mt_unmap(index_slots, (size_t)index_cap * sizeof *index_slots);
+    mtx_unmap(index_slots, (size_t)index_cap * sizeof *index_slots);
     index_slots = ns;
     index_cap = ncap;
     return 0;
@@ -66,7 +66,7 @@ uint32_t mt_strings_intern(const char *s)
     if (s == NULL || *s == '\0')
         return 0;
     size_t len = strlen(s);
-    uint64_t h = mt_hash_bytes(s, len);
+    uint64_t h = mtx_hash_bytes(s, len);
     uint32_t id = 0;
     pthread_mutex_lock(&strings_lock);
     uint32_t n = atomic_load_explicit(&strings_n, memory_order_relaxed);
@@ -82,12 +82,12 @@ uint32_t mt_strings_intern(const char *s)
         goto out;
     const char **page = pages[nid >> PAGE_BITS];
     if (page == NULL) {
-        page = mt_map(PAGE_SIZE_ENTRIES * sizeof *page);
+        page = mtx_map(PAGE_SIZE_ENTRIES * sizeof *page);
         if (page == NULL)
             goto out;
         pages[nid >> PAGE_BITS] = page;
     }
-    char *copy = mt_arena_alloc(&strings_arena, len + 1, 1);
+    char *copy = mtx_arena_alloc(&strings_arena, len + 1, 1);
     if (copy == NULL)
         goto out;
     memcpy(copy, s, len + 1);

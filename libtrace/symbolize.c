@@ -26,7 +26,7 @@
 #endif
 
 #include "symbolize.h"
-#include "util.h"
+#include "mtx/util.h"
 
 static const bool have_libdw = MEMTRACE_HAVE_LIBDW;
 
@@ -174,7 +174,7 @@ static bool debug_file_path(const struct file_map *m, char *out, size_t size)
                         id[k++] = '/';
                 }
                 id[k] = '\0';
-                return mt_format(out, size, "/usr/lib/debug/.build-id/%s.debug", id) < size - 1;
+                return mtx_format(out, size, "/usr/lib/debug/.build-id/%s.debug", id) < size - 1;
             }
             p += sizeof *nh + namesz + descsz;
         }
@@ -192,7 +192,7 @@ static int sym_cmp(const void *a, const void *b)
 
 static void module_free(struct module *mod)
 {
-    for (size_t i = 0; i < MT_ARRAY_SIZE(mod->maps); i++)
+    for (size_t i = 0; i < MTX_ARRAY_SIZE(mod->maps); i++)
         if (mod->maps[i].base != NULL)
             munmap(mod->maps[i].base, mod->maps[i].len);
     free(mod->syms);
@@ -289,7 +289,7 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *data)
             q->found = true;
             q->bias = info->dlpi_addr;
             const char *name = info->dlpi_name ? info->dlpi_name : "";
-            mt_format(q->name, sizeof q->name, "%s", name);
+            mtx_format(q->name, sizeof q->name, "%s", name);
             return 1;
         }
     }
@@ -298,7 +298,7 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *data)
 
 static void copy_str(char *dst, size_t size, const char *src)
 {
-    mt_format(dst, size, "%s", src ? src : "");
+    mtx_format(dst, size, "%s", src ? src : "");
 }
 
 #if MEMTRACE_HAVE_LIBDW

@@ -25,9 +25,9 @@ static struct memtrace_allocator *torch_get(int device, int create)
         struct memtrace_device *d;
         int rc = memtrace_device_open(&d, "cuda", device);
         if (rc) {
-            mt_log("cannot open cuda device %d: %s", device, memtrace_strerror(rc));
+            mtx_log("cannot open cuda device %d: %s", device, memtrace_strerror(rc));
         } else if ((rc = memtrace_alloc_create(&a, d)) != 0) {
-            mt_log("cannot create the allocator for cuda device %d: %s", device,
+            mtx_log("cannot create the allocator for cuda device %d: %s", device,
                    memtrace_strerror(rc));
             memtrace_device_close(d);
             a = NULL;
@@ -58,7 +58,7 @@ MEMTRACE_API void memtrace_torch_free(void *ptr, ssize_t size, int device, void 
     if (!ptr)
         return;
     if (!a || memtrace_alloc_free(a, (uint64_t)(uintptr_t)ptr))
-        mt_log("memtrace_torch_free: %p is not a block of device %d", ptr, device);
+        mtx_log("memtrace_torch_free: %p is not a block of device %d", ptr, device);
 }
 
 MEMTRACE_API void memtrace_torch_empty_cache(void)

@@ -1,8 +1,8 @@
 /* cli.h: the memtrace command-line tool's commands and the helpers they share.
  *
  * A command is int fn(int argc, char **argv) with argv[0] the command's name; it
- * returns the process exit status: MT_EXIT_OK, MT_EXIT_FAIL (a file could not be
- * read) or MT_EXIT_USAGE (a wrong flag or argument, already reported on stderr).
+ * returns the process exit status: CLI_EXIT_OK, CLI_EXIT_FAIL (a file could not be
+ * read) or CLI_EXIT_USAGE (a wrong flag or argument, already reported on stderr).
  * Messages go to stderr as one line starting with "memtrace: ". */
 #ifndef MEMTRACE_CLI_H
 #define MEMTRACE_CLI_H
@@ -17,196 +17,196 @@
 #include "memtrace_snapshot.h"
 #include "replay.h"
 
-enum { MT_EXIT_OK = 0, MT_EXIT_FAIL = 1, MT_EXIT_USAGE = 2 };
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 
 /* Commands (one file each under viewer/). */
-int mt_cmd_info(int argc, char **argv);
-int mt_cmd_summary(int argc, char **argv);
-int mt_cmd_run(int argc, char **argv);
-int mt_cmd_segments(int argc, char **argv);
-int mt_cmd_timeline(int argc, char **argv);
-int mt_cmd_stats(int argc, char **argv);
-int mt_cmd_peak(int argc, char **argv);
-int mt_cmd_leaks(int argc, char **argv);
-int mt_cmd_top(int argc, char **argv);
-int mt_cmd_flamegraph(int argc, char **argv);
-int mt_cmd_export(int argc, char **argv);
-int mt_cmd_import(int argc, char **argv);
-int mt_cmd_merge(int argc, char **argv);
-int mt_cmd_diff(int argc, char **argv);
+int cli_cmd_info(int argc, char **argv);
+int cli_cmd_summary(int argc, char **argv);
+int cli_cmd_run(int argc, char **argv);
+int cli_cmd_segments(int argc, char **argv);
+int cli_cmd_timeline(int argc, char **argv);
+int cli_cmd_stats(int argc, char **argv);
+int cli_cmd_peak(int argc, char **argv);
+int cli_cmd_leaks(int argc, char **argv);
+int cli_cmd_top(int argc, char **argv);
+int cli_cmd_flamegraph(int argc, char **argv);
+int cli_cmd_export(int argc, char **argv);
+int cli_cmd_import(int argc, char **argv);
+int cli_cmd_merge(int argc, char **argv);
+int cli_cmd_diff(int argc, char **argv);
 
 /* The headline figures of a file by the replay `memtrace summary` uses, for other
- * commands' closing lines. Returns an MT_EXIT_* status, having reported a problem. */
-struct mt_peaks {
+ * commands' closing lines. Returns an CLI_EXIT_* status, having reported a problem. */
+struct cli_peaks {
     uint64_t events;
     uint64_t peak_allocated, peak_reserved;
     int truncated;
 };
-int mt_summary_peaks(const char *path, struct mt_peaks *p);
+int cli_summary_peaks(const char *path, struct cli_peaks *p);
 
 /* One flag of a command. name is the long name without "--"; short_name is 0 when
  * there is none; arg names the value ("N", "FILE") or is NULL for a switch. With a
- * type (MT_OPTION_* below), mt_options_parse() writes the flag's value straight into
+ * type (CLI_OPTION_* below), cli_options_parse() writes the flag's value straight into
  * *value: the table is the whole declaration of a command's flags, and --help is
  * printed from it. */
-struct mt_opt {
+struct cli_opt {
     const char *name;
     char short_name;
     const char *arg;
     const char *help;
-    int type;           /* enum mt_opt_type */
+    int type;           /* enum cli_opt_type */
     void *value;        /* where the value goes, of the type's C type */
-    long long min, max; /* MT_T_INT's range */
+    long long min, max; /* CLI_T_INT's range */
 };
 
-enum mt_opt_type {
-    MT_T_NONE,  /* handled by the caller through mt_args_next() */
-    MT_T_BOOL,  /* int: set to 1 */
-    MT_T_INT,   /* long long, in [min, max] */
-    MT_T_STR,   /* const char * */
-    MT_T_BYTES, /* uint64_t: "4096", "64K", "1.5M", "2GiB" */
-    MT_T_POINT, /* struct mt_point: a time, an event index or an annotation name */
+enum cli_opt_type {
+    CLI_T_NONE,  /* handled by the caller through cli_args_next() */
+    CLI_T_BOOL,  /* int: set to 1 */
+    CLI_T_INT,   /* long long, in [min, max] */
+    CLI_T_STR,   /* const char * */
+    CLI_T_BYTES, /* uint64_t: "4096", "64K", "1.5M", "2GiB" */
+    CLI_T_POINT, /* struct mt_point: a time, an event index or an annotation name */
 };
 
-#define MT_OPTION_BOOL(s, l, v, h)                                                                 \
+#define CLI_OPTION_BOOL(s, l, v, h)                                                                 \
     {                                                                                              \
-        l, s, NULL, h, MT_T_BOOL, v, 0, 0                                                          \
+        l, s, NULL, h, CLI_T_BOOL, v, 0, 0                                                          \
     }
-#define MT_OPTION_INT(s, l, v, a, lo, hi, h)                                                       \
+#define CLI_OPTION_INT(s, l, v, a, lo, hi, h)                                                       \
     {                                                                                              \
-        l, s, a, h, MT_T_INT, v, lo, hi                                                            \
+        l, s, a, h, CLI_T_INT, v, lo, hi                                                            \
     }
-#define MT_OPTION_STRING(s, l, v, a, h)                                                            \
+#define CLI_OPTION_STRING(s, l, v, a, h)                                                            \
     {                                                                                              \
-        l, s, a, h, MT_T_STR, v, 0, 0                                                              \
+        l, s, a, h, CLI_T_STR, v, 0, 0                                                              \
     }
-#define MT_OPTION_BYTES(s, l, v, a, h)                                                             \
+#define CLI_OPTION_BYTES(s, l, v, a, h)                                                             \
     {                                                                                              \
-        l, s, a, h, MT_T_BYTES, v, 0, 0                                                            \
+        l, s, a, h, CLI_T_BYTES, v, 0, 0                                                            \
     }
-#define MT_OPTION_POINT(s, l, v, a, h)                                                             \
+#define CLI_OPTION_POINT(s, l, v, a, h)                                                             \
     {                                                                                              \
-        l, s, a, h, MT_T_POINT, v, 0, 0                                                            \
+        l, s, a, h, CLI_T_POINT, v, 0, 0                                                            \
     }
-#define MT_OPTION_END                                                                              \
+#define CLI_OPTION_END                                                                              \
     {                                                                                              \
         NULL, 0, NULL, NULL, 0, NULL, 0, 0                                                         \
     }
 
 /* The filters every analysis command takes, as flags: declare a struct
- * mt_filter_opts, put MT_FILTER_OPTIONS(&it) in the table, then turn it into the
- * replay's filter with mt_filter_from_opts(). */
-struct mt_filter_opts {
+ * cli_filter_opts, put CLI_FILTER_OPTIONS(&it) in the table, then turn it into the
+ * replay's filter with cli_filter_from_opts(). */
+struct cli_filter_opts {
     const char *device, *stream, *category;
     uint64_t min_size;
     struct mt_point from, to;
 };
-#define MT_FILTER_OPTIONS(fo)                                                                      \
-    MT_OPTION_STRING(0, "device", &(fo)->device, "N", "only allocations on device N"),             \
-        MT_OPTION_STRING(0, "stream", &(fo)->stream, "S", "only allocations on stream S"),         \
-        MT_OPTION_BYTES(0, "min-size", &(fo)->min_size, "SIZE",                                    \
+#define CLI_FILTER_OPTIONS(fo)                                                                      \
+    CLI_OPTION_STRING(0, "device", &(fo)->device, "N", "only allocations on device N"),             \
+        CLI_OPTION_STRING(0, "stream", &(fo)->stream, "S", "only allocations on stream S"),         \
+        CLI_OPTION_BYTES(0, "min-size", &(fo)->min_size, "SIZE",                                    \
                         "only allocations of at least SIZE (4096, 64K, 1.5M, 2G)"),                \
-        MT_OPTION_STRING(0, "category", &(fo)->category, "NAME",                                   \
+        CLI_OPTION_STRING(0, "category", &(fo)->category, "NAME",                                   \
                          "only allocations tagged with category NAME"),                            \
-        MT_OPTION_POINT(0, "from", &(fo)->from, "WHEN",                                            \
+        CLI_OPTION_POINT(0, "from", &(fo)->from, "WHEN",                                            \
                         "start at WHEN: a time after the first event (1.5s, 20ms), an event "      \
                         "index (#123), or an annotation's name (its start)"),                      \
-        MT_OPTION_POINT(0, "to", &(fo)->to, "WHEN",                                                \
+        CLI_OPTION_POINT(0, "to", &(fo)->to, "WHEN",                                                \
                         "stop after WHEN (as --from; an annotation's end)")
-int mt_filter_from_opts(const char *cmd, const struct mt_filter_opts *fo, struct mt_filter *f);
+int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, struct mt_filter *f);
 
 /* Sizes print exact (bytes) instead of human units: set by --bytes. */
-extern int mt_exact_bytes;
+extern int cli_exact_bytes;
 
 /* What `memtrace CMD --help` prints: usage line(s), a paragraph, the flags. */
-struct mt_help {
+struct cli_help {
     const char *cmd;
     const char *usage;
     const char *text;
-    const struct mt_opt *opts; /* terminated by a zeroed entry */
+    const struct cli_opt *opts; /* terminated by a zeroed entry */
     int stop_at_command;       /* the first plain argument and all after it are plain */
 };
 
 /* Parses argv against h->opts, writing typed flags into their variables; plain
  * arguments go to pos[0..*npos) (pos has room for argc entries). Returns 0, -1 when
- * --help was asked for and printed (exit 0), or MT_EXIT_USAGE having reported the
- * error. Flags of type MT_T_NONE are an error here: use mt_args_next() for those. */
-int mt_options_parse(int argc, char **argv, const struct mt_help *h, char **pos, int *npos);
+ * --help was asked for and printed (exit 0), or CLI_EXIT_USAGE having reported the
+ * error. Flags of type CLI_T_NONE are an error here: use cli_args_next() for those. */
+int cli_options_parse(int argc, char **argv, const struct cli_help *h, char **pos, int *npos);
 
 /* Flag parsing state over argv[1..argc). With stop_at_positional set, the first
  * argument that is not a flag ends flag parsing (for `run -- PROGRAM ARGS`). */
-struct mt_args {
+struct cli_args {
     int argc;
     char **argv;
     int i;
     int only_positional;
     int stop_at_positional;
-    const struct mt_help *help;
+    const struct cli_help *help;
 };
 
-#define MT_OPT_END        (-1) /* no arguments left */
-#define MT_OPT_POSITIONAL (-2) /* *value is a plain argument */
-#define MT_OPT_HELP       (-3) /* -h or --help */
-#define MT_OPT_ERROR      (-4) /* already reported: exit with MT_EXIT_USAGE */
+#define CLI_OPT_END        (-1) /* no arguments left */
+#define CLI_OPT_POSITIONAL (-2) /* *value is a plain argument */
+#define CLI_OPT_HELP       (-3) /* -h or --help */
+#define CLI_OPT_ERROR      (-4) /* already reported: exit with CLI_EXIT_USAGE */
 
-void mt_args_init(struct mt_args *a, int argc, char **argv, const struct mt_help *help);
+void cli_args_init(struct cli_args *a, int argc, char **argv, const struct cli_help *help);
 
 /* Returns the index in help->opts of the next flag (with *value set to its value,
- * or NULL for a switch), or one of MT_OPT_*. Accepts --name=value, --name value,
+ * or NULL for a switch), or one of CLI_OPT_*. Accepts --name=value, --name value,
  * -x value, -xvalue and "--" (the rest are plain arguments). */
-int mt_args_next(struct mt_args *a, const char **value);
+int cli_args_next(struct cli_args *a, const char **value);
 
-/* Index of the next unread argument (after MT_OPT_POSITIONAL with stop_at_positional,
+/* Index of the next unread argument (after CLI_OPT_POSITIONAL with stop_at_positional,
  * the one after the positional). */
-static inline int mt_args_index(const struct mt_args *a)
+static inline int cli_args_index(const struct cli_args *a)
 {
     return a->i;
 }
 
 /* Prints the help of a command to f. */
-void mt_help_print(FILE *f, const struct mt_help *h);
+void cli_help_print(FILE *f, const struct cli_help *h);
 
 /* Prints "memtrace: <message>; see 'memtrace CMD --help'" and returns
- * MT_EXIT_USAGE. */
-int mt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ * CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prints "memtrace: <message>" to stderr. */
-void mt_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Parses value as a decimal integer in [min, max] for flag opt of cmd; reports a
- * usage error and returns MT_EXIT_USAGE if it is not one, else 0. */
-int mt_parse_int(const char *cmd, const char *opt, const char *value, long long min, long long max,
+ * usage error and returns CLI_EXIT_USAGE if it is not one, else 0. */
+int cli_parse_int(const char *cmd, const char *opt, const char *value, long long min, long long max,
                  long long *out);
 
 /* Human formats into buf (at least 32 bytes), returning buf: "512 B", "1.5 KiB",
  * "12.0 MiB", "3.2 GiB"; a duration "850 ns", "12.3 us", "4.5 ms", "1.234 s";
  * a count with thousands separators "1,234,567"; a UTC time "2024-05-01T12:00:00.123Z"
  * from nanoseconds since the epoch. */
-const char *mt_fmt_bytes(char *buf, size_t size, uint64_t bytes);
-const char *mt_fmt_duration(char *buf, size_t size, uint64_t ns);
-const char *mt_fmt_count(char *buf, size_t size, uint64_t n);
-const char *mt_fmt_utc(char *buf, size_t size, uint64_t epoch_ns);
+const char *cli_fmt_bytes(char *buf, size_t size, uint64_t bytes);
+const char *cli_fmt_duration(char *buf, size_t size, uint64_t ns);
+const char *cli_fmt_count(char *buf, size_t size, uint64_t n);
+const char *cli_fmt_utc(char *buf, size_t size, uint64_t epoch_ns);
 
 /* Strings from a file (names, paths, metadata) as the terminal should show them: every
  * byte that could act on a terminal or is not UTF-8 (C0 and C1 control characters,
- * DEL, stray bytes) as the text \xNN, a backslash as \\. mt_fputs_safe writes s so;
- * mt_escape returns a malloc'd copy (NULL without memory), and with json set keeps
+ * DEL, stray bytes) as the text \xNN, a backslash as \\. cli_fputs_safe writes s so;
+ * cli_escape returns a malloc'd copy (NULL without memory), and with json set keeps
  * backslashes and control characters (JSON escapes those itself) and escapes only
  * what is not UTF-8. */
-void mt_fputs_safe(const char *s, FILE *f);
-char *mt_escape(const char *s, int json);
+void cli_fputs_safe(const char *s, FILE *f);
+char *cli_escape(const char *s, int json);
 
 /* A JSON string of s, which keeps bytes that are not UTF-8 as the text \xNN instead
  * of losing the string. */
-json_t *mt_json_str(const char *s);
+json_t *cli_json_str(const char *s);
 
 /* A command given several files (one per rank or process) runs fn on each: fn prints
  * the file's own output (text), or leaves its JSON object in part->json (--json),
- * fills part with mt_file_part_fill() and sets the figure the table shows (bytes,
- * count), and returns an MT_EXIT_* status. mt_run_files() then prints one line per
+ * fills part with cli_file_part_fill() and sets the figure the table shows (bytes,
+ * count), and returns an CLI_EXIT_* status. cli_run_files() then prints one line per
  * file with the rank of its metadata, and the totals (text: under a heading per
  * file; JSON: {"files": [...], "total": {...}}). what names the figure's column. */
-struct mt_file_part {
+struct cli_file_part {
     const char *path;
     json_t *rank; /* from the metadata, or NULL */
     uint64_t events;
@@ -214,45 +214,45 @@ struct mt_file_part {
     uint64_t bytes, count;
     json_t *json;
 };
-typedef int (*mt_file_fn)(const char *path, struct mt_file_part *part);
-void mt_file_part_fill(struct mt_file_part *part, const struct mt_replay *rp);
-int mt_run_files(char **paths, int n, int json, const char *what, mt_file_fn fn);
+typedef int (*cli_file_fn)(const char *path, struct cli_file_part *part);
+void cli_file_part_fill(struct cli_file_part *part, const struct mt_replay *rp);
+int cli_run_files(char **paths, int n, int json, const char *what, cli_file_fn fn);
 
 /* Creates path for a command's output as the recorder creates its files: mode 0600,
  * never through a symbolic link, and an existing file refused unless force (then
  * replaced). NULL with one line reported. */
-FILE *mt_create_output(const char *path, int force);
+FILE *cli_create_output(const char *path, int force);
 
 /* Before a library call creates path with those rules (which still guard it): 0, or
  * -1 having said that path exists (and --force would replace it) or is a link. */
-int mt_output_allowed(const char *path, int force);
+int cli_output_allowed(const char *path, int force);
 
 /* Opens path for reading; on failure prints the reader's one-line error and returns
  * NULL. */
-struct memtrace_reader *mt_open(const char *path);
+struct memtrace_reader *cli_open(const char *path);
 
 /* Reports a reader error met in memtrace_reader_next() (rc < 0) and returns
- * MT_EXIT_FAIL. */
-int mt_read_failed(struct memtrace_reader *r, const char *path);
+ * CLI_EXIT_FAIL. */
+int cli_read_failed(struct memtrace_reader *r, const char *path);
 
 /* After memtrace_reader_next() returned 0: if the file is truncated, prints the
  * warning naming how many events were read and where the file stops. */
-void mt_warn_if_truncated(struct memtrace_reader *r, const char *path, uint64_t events);
+void cli_warn_if_truncated(struct memtrace_reader *r, const char *path, uint64_t events);
 
 /* Opens a replay of path with filter f (NULL: none); on failure prints the reader's
  * one-line error and returns NULL. */
-struct mt_replay *mt_replay_open_cli(const char *path, const struct mt_filter *f);
+struct mt_replay *cli_replay_open_cli(const char *path, const struct mt_filter *f);
 
 /* Replays rp to its end with progress on stderr labelled by cmd; reports a read error
- * or exhausted memory, and warns of a truncated file. Returns an MT_EXIT_* status. */
-int mt_replay_run_cli(struct mt_replay *rp, const char *cmd);
+ * or exhausted memory, and warns of a truncated file. Returns an CLI_EXIT_* status. */
+int cli_replay_run_cli(struct mt_replay *rp, const char *cmd);
 
 /* After a replay stopped (mt_replay_next() returned rc <= 0): reports rc < 0 and
- * warns of a truncated file. Returns an MT_EXIT_* status. */
-int mt_replay_done_cli(struct mt_replay *rp, int rc);
+ * warns of a truncated file. Returns an CLI_EXIT_* status. */
+int cli_replay_done_cli(struct mt_replay *rp, int rc);
 
 /* Progress on stderr, only for files over 50 MB and when stderr is a terminal. */
-struct mt_progress {
+struct cli_progress {
     struct memtrace_reader *r;
     const char *label;
     uint64_t total;
@@ -260,29 +260,29 @@ struct mt_progress {
     int enabled;
     int last_pct;
 };
-void mt_progress_init(struct mt_progress *p, struct memtrace_reader *r, const char *label,
+void cli_progress_init(struct cli_progress *p, struct memtrace_reader *r, const char *label,
                       uint64_t limit_events);
-void mt_progress_update(struct mt_progress *p, uint64_t events);
-void mt_progress_done(struct mt_progress *p);
+void cli_progress_update(struct cli_progress *p, uint64_t events);
+void cli_progress_done(struct cli_progress *p);
 
 /* Frames of a stack, innermost first, at most depth of them (depth < 0: all). */
-void mt_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
+void cli_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
                     const char *indent);
-json_t *mt_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth);
+json_t *cli_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth);
 
 /* One frame as text: "symbol", else "module+0xOFF", else "0xIP"; then " at file:line"
  * when known. */
-const char *mt_frame_text(char *buf, size_t size, const struct memtrace_frame *fr);
+const char *cli_frame_text(char *buf, size_t size, const struct memtrace_frame *fr);
 
 /* Writes obj (and steals it) to stdout as indented JSON and a newline. Returns
- * MT_EXIT_OK, or MT_EXIT_FAIL if it could not be written. */
-int mt_json_print(json_t *obj);
+ * CLI_EXIT_OK, or CLI_EXIT_FAIL if it could not be written. */
+int cli_json_print(json_t *obj);
 
 /* json_integer for unsigned figures (clamped to INT64_MAX). */
-json_t *mt_json_u64(uint64_t v);
+json_t *cli_json_u64(uint64_t v);
 
 /* Wall-clock nanoseconds of the recording's start (from the metadata) and the
  * monotonic time it corresponds to, if the metadata carries them; 0 otherwise. */
-int mt_meta_clock(json_t *meta, uint64_t *wall_ns, uint64_t *mono_ns);
+int cli_meta_clock(json_t *meta, uint64_t *wall_ns, uint64_t *mono_ns);
 
 #endif

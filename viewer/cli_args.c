@@ -11,7 +11,7 @@
 
 #include "cli.h"
 
-void mt_error(const char *fmt, ...)
+void cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -21,7 +21,7 @@ void mt_error(const char *fmt, ...)
     va_end(ap);
 }
 
-int mt_usage_error(const char *cmd, const char *fmt, ...)
+int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -32,10 +32,10 @@ int mt_usage_error(const char *cmd, const char *fmt, ...)
     else
         fputs("; see 'memtrace --help'\n", stderr);
     va_end(ap);
-    return MT_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
 }
 
-void mt_args_init(struct mt_args *a, int argc, char **argv, const struct mt_help *help)
+void cli_args_init(struct cli_args *a, int argc, char **argv, const struct cli_help *help)
 {
     memset(a, 0, sizeof(*a));
     a->argc = argc;
@@ -44,7 +44,7 @@ void mt_args_init(struct mt_args *a, int argc, char **argv, const struct mt_help
     a->help = help;
 }
 
-static int find_long(const struct mt_opt *opts, const char *name, size_t len)
+static int find_long(const struct cli_opt *opts, const char *name, size_t len)
 {
     for (int k = 0; opts && opts[k].name; k++)
         if (strlen(opts[k].name) == len && memcmp(opts[k].name, name, len) == 0)
@@ -52,7 +52,7 @@ static int find_long(const struct mt_opt *opts, const char *name, size_t len)
     return -1;
 }
 
-static int find_short(const struct mt_opt *opts, char c)
+static int find_short(const struct cli_opt *opts, char c)
 {
     for (int k = 0; opts && opts[k].name; k++)
         if (opts[k].short_name == c)
@@ -60,27 +60,27 @@ static int find_short(const struct mt_opt *opts, char c)
     return -1;
 }
 
-int mt_args_next(struct mt_args *a, const char **value)
+int cli_args_next(struct cli_args *a, const char **value)
 {
-    const struct mt_opt *opts = a->help->opts;
+    const struct cli_opt *opts = a->help->opts;
     const char *cmd = a->help->cmd;
 
     *value = NULL;
     if (a->i >= a->argc)
-        return MT_OPT_END;
+        return CLI_OPT_END;
     char *arg = a->argv[a->i++];
     if (a->only_positional || arg[0] != '-' || arg[1] == '\0') {
         if (a->stop_at_positional)
             a->only_positional = 1;
         *value = arg;
-        return MT_OPT_POSITIONAL;
+        return CLI_OPT_POSITIONAL;
     }
     if (strcmp(arg, "--") == 0) {
         a->only_positional = 1;
-        return mt_args_next(a, value);
+        return cli_args_next(a, value);
     }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
-        return MT_OPT_HELP;
+        return CLI_OPT_HELP;
 
     int k;
     const char *inline_val = NULL;
@@ -90,26 +90,26 @@ int mt_args_next(struct mt_args *a, const char **value)
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         k = find_long(opts, name, len);
         if (k < 0) {
-            mt_usage_error(cmd, "unknown option '%.*s' for '%s'", (int)(len + 2), arg, cmd);
-            return MT_OPT_ERROR;
+            cli_usage_error(cmd, "unknown option '%.*s' for '%s'", (int)(len + 2), arg, cmd);
+            return CLI_OPT_ERROR;
         }
         if (eq) {
             if (!opts[k].arg) {
-                mt_usage_error(cmd, "option '--%s' of '%s' takes no value", opts[k].name, cmd);
-                return MT_OPT_ERROR;
+                cli_usage_error(cmd, "option '--%s' of '%s' takes no value", opts[k].name, cmd);
+                return CLI_OPT_ERROR;
             }
             inline_val = eq + 1;
         }
     } else {
         k = find_short(opts, arg[1]);
         if (k < 0) {
-            mt_usage_error(cmd, "unknown option '-%c' for '%s'", arg[1], cmd);
-            return MT_OPT_ERROR;
+            cli_usage_error(cmd, "unknown option '-%c' for '%s'", arg[1], cmd);
+            return CLI_OPT_ERROR;
         }
         if (arg[2] != '\0') {
             if (!opts[k].arg) {
-                mt_usage_error(cmd, "option '-%c' of '%s' takes no value", arg[1], cmd);
-                return MT_OPT_ERROR;
+                cli_usage_error(cmd, "option '-%c' of '%s' takes no value", arg[1], cmd);
+                return CLI_OPT_ERROR;
             }
             inline_val = arg + 2;
         }
@@ -117,9 +117,9 @@ int mt_args_next(struct mt_args *a, const char **value)
     if (opts[k].arg) {
         if (!inline_val) {
             if (a->i >= a->argc) {
-                mt_usage_error(cmd, "option '--%s' of '%s' needs a value (%s)", opts[k].name, cmd,
+                cli_usage_error(cmd, "option '--%s' of '%s' needs a value (%s)", opts[k].name, cmd,
                                opts[k].arg);
-                return MT_OPT_ERROR;
+                return CLI_OPT_ERROR;
             }
             inline_val = a->argv[a->i++];
         }
@@ -128,12 +128,12 @@ int mt_args_next(struct mt_args *a, const char **value)
     return k;
 }
 
-void mt_help_print(FILE *f, const struct mt_help *h)
+void cli_help_print(FILE *f, const struct cli_help *h)
 {
     fprintf(f, "usage: %s\n\n%s\n", h->usage, h->text);
     fputs("\noptions:\n", f);
     for (int k = 0; h->opts && h->opts[k].name; k++) {
-        const struct mt_opt *o = &h->opts[k];
+        const struct cli_opt *o = &h->opts[k];
         char left[64];
         if (o->short_name)
             snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name, o->arg ? " " : "",
@@ -146,14 +146,14 @@ void mt_help_print(FILE *f, const struct mt_help *h)
     fprintf(f, "  %-22s %s\n", "-h, --help", "show this help");
 }
 
-int mt_parse_int(const char *cmd, const char *opt, const char *value, long long min, long long max,
+int cli_parse_int(const char *cmd, const char *opt, const char *value, long long min, long long max,
                  long long *out)
 {
     char *end;
     errno = 0;
     long long v = strtoll(value, &end, 10);
     if (value[0] == '\0' || *end != '\0' || errno == ERANGE || v < min || v > max)
-        return mt_usage_error(
+        return cli_usage_error(
             cmd, "invalid value '%s' for --%s of '%s': expected an integer from %lld to %lld",
             value, opt, cmd, min, max);
     *out = v;
@@ -203,62 +203,62 @@ static int parse_bytes(const char *text, uint64_t *out)
     return 0;
 }
 
-static int store(const char *cmd, const struct mt_opt *o, const char *v)
+static int store(const char *cmd, const struct cli_opt *o, const char *v)
 {
     switch (o->type) {
-    case MT_T_BOOL:
+    case CLI_T_BOOL:
         *(int *)o->value = 1;
         return 0;
-    case MT_T_INT:
-        return mt_parse_int(cmd, o->name, v, o->min, o->max, (long long *)o->value);
-    case MT_T_STR:
+    case CLI_T_INT:
+        return cli_parse_int(cmd, o->name, v, o->min, o->max, (long long *)o->value);
+    case CLI_T_STR:
         *(const char **)o->value = v;
         return 0;
-    case MT_T_BYTES:
+    case CLI_T_BYTES:
         if (parse_bytes(v, (uint64_t *)o->value) == 0)
             return 0;
-        return mt_usage_error(cmd,
+        return cli_usage_error(cmd,
                               "invalid size '%s' for --%s of '%s': expected bytes like 4096, "
                               "64K, 1.5M or 2G",
                               v, o->name, cmd);
-    case MT_T_POINT:
+    case CLI_T_POINT:
         if (mt_point_parse(v, (struct mt_point *)o->value) == 0)
             return 0;
-        return mt_usage_error(cmd,
+        return cli_usage_error(cmd,
                               "invalid point '%s' for --%s of '%s': expected a time (1.5s, "
                               "20ms, 300us, 900ns), an event index (#123) or a name",
                               v, o->name, cmd);
     default:
-        return mt_usage_error(cmd, "option '--%s' of '%s' is not handled", o->name, cmd);
+        return cli_usage_error(cmd, "option '--%s' of '%s' is not handled", o->name, cmd);
     }
 }
 
-int mt_options_parse(int argc, char **argv, const struct mt_help *h, char **pos, int *npos)
+int cli_options_parse(int argc, char **argv, const struct cli_help *h, char **pos, int *npos)
 {
-    struct mt_args a;
+    struct cli_args a;
     const char *v;
     int k;
     *npos = 0;
-    mt_args_init(&a, argc, argv, h);
+    cli_args_init(&a, argc, argv, h);
     a.stop_at_positional = h->stop_at_command;
-    while ((k = mt_args_next(&a, &v)) != MT_OPT_END) {
-        if (k == MT_OPT_HELP) {
-            mt_help_print(stdout, h);
+    while ((k = cli_args_next(&a, &v)) != CLI_OPT_END) {
+        if (k == CLI_OPT_HELP) {
+            cli_help_print(stdout, h);
             return -1;
         }
-        if (k == MT_OPT_ERROR)
-            return MT_EXIT_USAGE;
-        if (k == MT_OPT_POSITIONAL) {
+        if (k == CLI_OPT_ERROR)
+            return CLI_EXIT_USAGE;
+        if (k == CLI_OPT_POSITIONAL) {
             pos[(*npos)++] = (char *)v;
             continue;
         }
         if (store(h->cmd, &h->opts[k], v) != 0)
-            return MT_EXIT_USAGE;
+            return CLI_EXIT_USAGE;
     }
     return 0;
 }
 
-int mt_filter_from_opts(const char *cmd, const struct mt_filter_opts *fo, struct mt_filter *f)
+int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, struct mt_filter *f)
 {
     memset(f, 0, sizeof(*f));
     char *end;
@@ -266,7 +266,7 @@ int mt_filter_from_opts(const char *cmd, const struct mt_filter_opts *fo, struct
         errno = 0;
         long d = strtol(fo->device, &end, 10);
         if (!fo->device[0] || *end || errno || d < -1 || d > INT32_MAX)
-            return mt_usage_error(cmd,
+            return cli_usage_error(cmd,
                                   "invalid device '%s' for --device of '%s': expected an "
                                   "index (0, 1, ...; -1 for host memory)",
                                   fo->device, cmd);
@@ -277,7 +277,7 @@ int mt_filter_from_opts(const char *cmd, const struct mt_filter_opts *fo, struct
         errno = 0;
         unsigned long long st = strtoull(fo->stream, &end, 0);
         if (!fo->stream[0] || fo->stream[0] == '-' || *end || errno)
-            return mt_usage_error(cmd,
+            return cli_usage_error(cmd,
                                   "invalid stream '%s' for --stream of '%s': expected a "
                                   "number (0 for the default stream, or 0x7f...)",
                                   fo->stream, cmd);

@@ -9,7 +9,7 @@
 
 #include "cli.h"
 
-void mt_file_part_fill(struct mt_file_part *part, const struct mt_replay *rp)
+void cli_file_part_fill(struct cli_file_part *part, const struct mt_replay *rp)
 {
     part->events = rp->events;
     part->truncated = mt_replay_truncated(rp);
@@ -29,28 +29,28 @@ static void rank_text(char *buf, size_t size, const json_t *rank)
         snprintf(buf, size, rank ? "?" : "-");
 }
 
-int mt_run_files(char **paths, int n, int json, const char *what, mt_file_fn fn)
+int cli_run_files(char **paths, int n, int json, const char *what, cli_file_fn fn)
 {
-    struct mt_file_part *parts = calloc((size_t)n, sizeof(*parts));
+    struct cli_file_part *parts = calloc((size_t)n, sizeof(*parts));
     if (!parts)
-        return MT_EXIT_FAIL;
-    int status = MT_EXIT_OK;
-    for (int k = 0; k < n && status == MT_EXIT_OK; k++) {
+        return CLI_EXIT_FAIL;
+    int status = CLI_EXIT_OK;
+    for (int k = 0; k < n && status == CLI_EXIT_OK; k++) {
         parts[k].path = paths[k];
         if (!json) {
             printf("%s==> ", k ? "\n" : "");
-            mt_fputs_safe(paths[k], stdout);
+            cli_fputs_safe(paths[k], stdout);
             printf(" <==\n");
         }
         status = fn(paths[k], &parts[k]);
     }
-    struct mt_file_part total = {.path = "total"};
+    struct cli_file_part total = {.path = "total"};
     for (int k = 0; k < n; k++) {
         total.events += parts[k].events;
         total.bytes += parts[k].bytes;
         total.count += parts[k].count;
     }
-    if (status == MT_EXIT_OK && json) {
+    if (status == CLI_EXIT_OK && json) {
         json_t *j = json_object(), *files = json_array();
         for (int k = 0; k < n; k++) {
             json_t *o = parts[k].json ? json_incref(parts[k].json) : json_object();
@@ -60,19 +60,19 @@ int mt_run_files(char **paths, int n, int json, const char *what, mt_file_fn fn)
         }
         json_object_set_new(j, "files", files);
         json_object_set_new(j, "total",
-                            json_pack("{s:o,s:o,s:o}", "events", mt_json_u64(total.events), "bytes",
-                                      mt_json_u64(total.bytes), "count", mt_json_u64(total.count)));
-        status = mt_json_print(j);
-    } else if (status == MT_EXIT_OK) {
+                            json_pack("{s:o,s:o,s:o}", "events", cli_json_u64(total.events), "bytes",
+                                      cli_json_u64(total.bytes), "count", cli_json_u64(total.count)));
+        status = cli_json_print(j);
+    } else if (status == CLI_EXIT_OK) {
         printf("\n%6s %12s %16s %12s  %s\n", "rank", "events", what, "count", "file");
         for (int k = 0; k <= n; k++) {
-            const struct mt_file_part *p = k < n ? &parts[k] : &total;
+            const struct cli_file_part *p = k < n ? &parts[k] : &total;
             char rank[32] = "", a[32], b[32], c[32];
             if (k < n)
                 rank_text(rank, sizeof(rank), p->rank);
-            printf("%6s %12s %16s %12s  ", rank, mt_fmt_count(a, sizeof(a), p->events),
-                   mt_fmt_bytes(b, sizeof(b), p->bytes), mt_fmt_count(c, sizeof(c), p->count));
-            mt_fputs_safe(p->path, stdout);
+            printf("%6s %12s %16s %12s  ", rank, cli_fmt_count(a, sizeof(a), p->events),
+                   cli_fmt_bytes(b, sizeof(b), p->bytes), cli_fmt_count(c, sizeof(c), p->count));
+            cli_fputs_safe(p->path, stdout);
             puts(p->truncated ? " (truncated)" : "");
         }
     }

@@ -9,12 +9,12 @@
 #include "cli.h"
 #include "mtx/escape.h"
 
-int mt_exact_bytes;
+int cli_exact_bytes;
 
-const char *mt_fmt_bytes(char *buf, size_t size, uint64_t bytes)
+const char *cli_fmt_bytes(char *buf, size_t size, uint64_t bytes)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024 || mt_exact_bytes) {
+    if (bytes < 1024 || cli_exact_bytes) {
         snprintf(buf, size, "%" PRIu64 " B", bytes);
         return buf;
     }
@@ -29,7 +29,7 @@ const char *mt_fmt_bytes(char *buf, size_t size, uint64_t bytes)
     return buf;
 }
 
-const char *mt_fmt_duration(char *buf, size_t size, uint64_t ns)
+const char *cli_fmt_duration(char *buf, size_t size, uint64_t ns)
 {
     if (ns < 1000)
         snprintf(buf, size, "%" PRIu64 " ns", ns);
@@ -42,7 +42,7 @@ const char *mt_fmt_duration(char *buf, size_t size, uint64_t ns)
     return buf;
 }
 
-const char *mt_fmt_count(char *buf, size_t size, uint64_t n)
+const char *cli_fmt_count(char *buf, size_t size, uint64_t n)
 {
     char digits[32];
     int len = snprintf(digits, sizeof(digits), "%" PRIu64, n);
@@ -57,7 +57,7 @@ const char *mt_fmt_count(char *buf, size_t size, uint64_t n)
     return buf;
 }
 
-const char *mt_fmt_utc(char *buf, size_t size, uint64_t epoch_ns)
+const char *cli_fmt_utc(char *buf, size_t size, uint64_t epoch_ns)
 {
     time_t secs = (time_t)(epoch_ns / 1000000000u);
     struct tm tm;
@@ -76,12 +76,12 @@ static void put_file(void *ctx, const char *s, size_t n)
     fwrite(s, 1, n, ctx);
 }
 
-void mt_fputs_safe(const char *s, FILE *f)
+void cli_fputs_safe(const char *s, FILE *f)
 {
     mtx_escape(s ? s : "", 0, put_file, f);
 }
 
-char *mt_escape(const char *s, int json)
+char *cli_escape(const char *s, int json)
 {
     return mtx_escape_dup(s, json);
 }

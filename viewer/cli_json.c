@@ -7,29 +7,29 @@
 
 #include "cli.h"
 
-json_t *mt_json_str(const char *s)
+json_t *cli_json_str(const char *s)
 {
     json_t *j = json_string(s ? s : "");
     if (j)
         return j;
-    char *e = mt_escape(s, 1);
+    char *e = cli_escape(s, 1);
     j = json_string(e ? e : "");
     free(e);
     return j;
 }
 
-int mt_json_print(json_t *obj)
+int cli_json_print(json_t *obj)
 {
     int rc = json_dumpf(obj, stdout, JSON_INDENT(2));
     json_decref(obj);
     if (rc != 0 || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
-        mt_error("cannot write the JSON output: %s", strerror(errno));
-        return MT_EXIT_FAIL;
+        cli_error("cannot write the JSON output: %s", strerror(errno));
+        return CLI_EXIT_FAIL;
     }
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
-json_t *mt_json_u64(uint64_t v)
+json_t *cli_json_u64(uint64_t v)
 {
     return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
 }
@@ -49,7 +49,7 @@ static int json_u64(json_t *o, const char *key, uint64_t *out)
     return 0;
 }
 
-int mt_meta_clock(json_t *meta, uint64_t *wall_ns, uint64_t *mono_ns)
+int cli_meta_clock(json_t *meta, uint64_t *wall_ns, uint64_t *mono_ns)
 {
     *wall_ns = 0;
     *mono_ns = 0;

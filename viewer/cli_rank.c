@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "cli_rank.h"
 
-int mt_rank_init(struct mt_rank *rk, const struct mt_replay *rp)
+int cli_rank_init(struct cli_rank *rk, const struct mt_replay *rp)
 {
     memset(rk, 0, sizeof(*rk));
     size_t n = (size_t)memtrace_reader_stack_count(rp->r) + 1;
@@ -21,68 +21,68 @@ int mt_rank_init(struct mt_rank *rk, const struct mt_replay *rp)
     return 0;
 }
 
-void mt_rank_add(struct mt_rank *rk, uint32_t stack, uint64_t bytes, uint64_t count)
+void cli_rank_add(struct cli_rank *rk, uint32_t stack, uint64_t bytes, uint64_t count)
 {
-    struct mt_rank_row *w = &rk->rows[stack < rk->n ? stack : 0];
+    struct cli_rank_row *w = &rk->rows[stack < rk->n ? stack : 0];
     w->bytes += bytes;
     w->count += count;
 }
 
-void mt_rank_at_peak(struct mt_rank *rk, const struct mt_tallies *ts, const struct mt_level *l)
+void cli_rank_at_peak(struct cli_rank *rk, const struct mt_tallies *ts, const struct mt_level *l)
 {
     for (size_t k = 0; k < ts->n; k++) {
         uint64_t bytes, count;
         mt_tally_at_peak(ts, l, (uint32_t)k, &bytes, &count);
-        mt_rank_add(rk, (uint32_t)k, bytes, count);
+        cli_rank_add(rk, (uint32_t)k, bytes, count);
     }
 }
 
-void mt_rank_live(struct mt_rank *rk, const struct mt_tallies *ts)
+void cli_rank_live(struct cli_rank *rk, const struct mt_tallies *ts)
 {
     for (size_t k = 0; k < ts->n; k++)
-        mt_rank_add(rk, (uint32_t)k, ts->t[k].live_bytes, ts->t[k].live_count);
+        cli_rank_add(rk, (uint32_t)k, ts->t[k].live_bytes, ts->t[k].live_count);
 }
 
-void mt_rank_allocated(struct mt_rank *rk, const struct mt_tallies *ts)
+void cli_rank_allocated(struct cli_rank *rk, const struct mt_tallies *ts)
 {
     for (size_t k = 0; k < ts->n; k++) {
         const struct mt_tally *t = &ts->t[k];
-        mt_rank_add(rk, (uint32_t)k, t->alloc_bytes, t->alloc_count);
-        struct mt_rank_row *w = &rk->rows[k < rk->n ? k : 0];
+        cli_rank_add(rk, (uint32_t)k, t->alloc_bytes, t->alloc_count);
+        struct cli_rank_row *w = &rk->rows[k < rk->n ? k : 0];
         w->temp_bytes += t->temp_bytes;
         w->temp_count += t->temp_count;
     }
 }
 
-void mt_rank_live_since(struct mt_rank *rk, const struct mt_addrtab *tab, uint64_t since)
+void cli_rank_live_since(struct cli_rank *rk, const struct mt_addrtab *tab, uint64_t since)
 {
     for (size_t i = 0; i < tab->cap; i++) {
         const struct mt_live *e = mt_addrtab_at(tab, i);
         if (e && e->counted && e->index >= since)
-            mt_rank_add(rk, e->stack, e->size, 1);
+            cli_rank_add(rk, e->stack, e->size, 1);
     }
 }
 
 static int rank_by;
 
-static uint64_t first_key(const struct mt_rank_row *w)
+static uint64_t first_key(const struct cli_rank_row *w)
 {
     switch (rank_by) {
-    case MT_RANK_COUNT:
+    case CLI_RANK_COUNT:
         return w->count;
-    case MT_RANK_TEMPORARY:
+    case CLI_RANK_TEMPORARY:
         return w->temp_count;
     default:
         return w->bytes;
     }
 }
 
-static uint64_t second_key(const struct mt_rank_row *w)
+static uint64_t second_key(const struct cli_rank_row *w)
 {
     switch (rank_by) {
-    case MT_RANK_COUNT:
+    case CLI_RANK_COUNT:
         return w->bytes;
-    case MT_RANK_TEMPORARY:
+    case CLI_RANK_TEMPORARY:
         return w->temp_bytes;
     default:
         return w->count;
@@ -91,7 +91,7 @@ static uint64_t second_key(const struct mt_rank_row *w)
 
 static int row_cmp(const void *pa, const void *pb)
 {
-    const struct mt_rank_row *a = pa, *b = pb;
+    const struct cli_rank_row *a = pa, *b = pb;
     uint64_t ka = first_key(a), kb = first_key(b);
     if (ka != kb)
         return ka > kb ? -1 : 1;
@@ -102,13 +102,13 @@ static int row_cmp(const void *pa, const void *pb)
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
-void mt_rank_finish(struct mt_rank *rk, int by)
+void cli_rank_finish(struct cli_rank *rk, int by)
 {
     size_t kept = 0;
     rank_by = by;
     rk->bytes = rk->count = rk->temp_bytes = rk->temp_count = 0;
     for (size_t k = 0; k < rk->n; k++) {
-        const struct mt_rank_row *w = &rk->rows[k];
+        const struct cli_rank_row *w = &rk->rows[k];
         rk->bytes += w->bytes;
         rk->count += w->count;
         rk->temp_bytes += w->temp_bytes;
@@ -120,24 +120,24 @@ void mt_rank_finish(struct mt_rank *rk, int by)
     qsort(rk->rows, rk->n, sizeof(*rk->rows), row_cmp);
 }
 
-void mt_rank_free(struct mt_rank *rk)
+void cli_rank_free(struct cli_rank *rk)
 {
     free(rk->rows);
     memset(rk, 0, sizeof(*rk));
 }
 
-size_t mt_rank_shown(const struct mt_rank *rk, size_t ntop)
+size_t cli_rank_shown(const struct cli_rank *rk, size_t ntop)
 {
     return ntop == 0 || ntop > rk->n ? rk->n : ntop;
 }
 
-static double share(const struct mt_rank *rk, const struct mt_rank_row *w, int by)
+static double share(const struct cli_rank *rk, const struct cli_rank_row *w, int by)
 {
-    uint64_t total = by == MT_RANK_COUNT       ? rk->count
-                     : by == MT_RANK_TEMPORARY ? rk->temp_count
+    uint64_t total = by == CLI_RANK_COUNT       ? rk->count
+                     : by == CLI_RANK_TEMPORARY ? rk->temp_count
                                                : rk->bytes;
-    uint64_t part = by == MT_RANK_COUNT       ? w->count
-                    : by == MT_RANK_TEMPORARY ? w->temp_count
+    uint64_t part = by == CLI_RANK_COUNT       ? w->count
+                    : by == CLI_RANK_TEMPORARY ? w->temp_count
                                               : w->bytes;
     return total ? (double)part / (double)total : 0.0;
 }
@@ -147,55 +147,55 @@ static const char *plural(uint64_t n, const char *one, const char *many)
     return n == 1 ? one : many;
 }
 
-void mt_rank_print(FILE *f, const struct mt_rank *rk, const struct mt_rank_view *v)
+void cli_rank_print(FILE *f, const struct cli_rank *rk, const struct cli_rank_view *v)
 {
-    size_t shown = mt_rank_shown(rk, v->ntop);
+    size_t shown = cli_rank_shown(rk, v->ntop);
     for (size_t k = 0; k < shown; k++) {
-        const struct mt_rank_row *w = &rk->rows[k];
+        const struct cli_rank_row *w = &rk->rows[k];
         char a[64], b[64], c[64];
         double pct = 100.0 * share(rk, w, v->by);
-        mt_fmt_bytes(a, sizeof(a), w->bytes);
-        mt_fmt_count(b, sizeof(b), w->count);
-        if (v->by == MT_RANK_COUNT)
+        cli_fmt_bytes(a, sizeof(a), w->bytes);
+        cli_fmt_count(b, sizeof(b), w->count);
+        if (v->by == CLI_RANK_COUNT)
             fprintf(f, "\n%2zu. %s %s (%.1f%%), %s (%" PRIu64 " bytes)", k + 1, b,
                     plural(w->count, "allocation", "allocations"), pct, a, w->bytes);
-        else if (v->by == MT_RANK_TEMPORARY)
+        else if (v->by == CLI_RANK_TEMPORARY)
             fprintf(f, "\n%2zu. %s temporary (%.1f%%) of %s %s", k + 1,
-                    mt_fmt_count(c, sizeof(c), w->temp_count), pct, b,
+                    cli_fmt_count(c, sizeof(c), w->temp_count), pct, b,
                     plural(w->count, "allocation", "allocations"));
         else
             fprintf(f, "\n%2zu. %s (%" PRIu64 " bytes, %.1f%%) in %s %s", k + 1, a, w->bytes, pct,
                     b, plural(w->count, "allocation", "allocations"));
-        if (v->temporaries && v->by != MT_RANK_TEMPORARY)
-            fprintf(f, ", %s temporary", mt_fmt_count(c, sizeof(c), w->temp_count));
-        else if (v->by == MT_RANK_TEMPORARY)
+        if (v->temporaries && v->by != CLI_RANK_TEMPORARY)
+            fprintf(f, ", %s temporary", cli_fmt_count(c, sizeof(c), w->temp_count));
+        else if (v->by == CLI_RANK_TEMPORARY)
             fprintf(f, ", %s (%" PRIu64 " bytes) in temporaries",
-                    mt_fmt_bytes(c, sizeof(c), w->temp_bytes), w->temp_bytes);
+                    cli_fmt_bytes(c, sizeof(c), w->temp_bytes), w->temp_bytes);
         fprintf(f, ", stack %u\n", (unsigned)w->stack);
-        mt_stack_print(f, v->r, w->stack, v->depth, "      ");
+        cli_stack_print(f, v->r, w->stack, v->depth, "      ");
     }
 }
 
-json_t *mt_rank_json(const struct mt_rank *rk, const struct mt_rank_view *v)
+json_t *cli_rank_json(const struct cli_rank *rk, const struct cli_rank_view *v)
 {
     json_t *arr = json_array();
-    size_t shown = mt_rank_shown(rk, v->ntop);
+    size_t shown = cli_rank_shown(rk, v->ntop);
     for (size_t k = 0; k < shown; k++) {
-        const struct mt_rank_row *w = &rk->rows[k];
+        const struct cli_rank_row *w = &rk->rows[k];
         json_t *s = json_object();
         uint32_t none[1];
         json_object_set_new(s, "stack", json_integer(w->stack));
-        json_object_set_new(s, "bytes", mt_json_u64(w->bytes));
-        json_object_set_new(s, "count", mt_json_u64(w->count));
+        json_object_set_new(s, "bytes", cli_json_u64(w->bytes));
+        json_object_set_new(s, "count", cli_json_u64(w->count));
         if (v->temporaries) {
-            json_object_set_new(s, "temporary_count", mt_json_u64(w->temp_count));
-            json_object_set_new(s, "temporary_bytes", mt_json_u64(w->temp_bytes));
+            json_object_set_new(s, "temporary_count", cli_json_u64(w->temp_count));
+            json_object_set_new(s, "temporary_bytes", cli_json_u64(w->temp_bytes));
         }
         json_object_set_new(s, "share", json_real(share(rk, w, v->by)));
         json_object_set_new(
             s, "depth",
             json_integer(w->stack ? memtrace_reader_stack(v->r, w->stack, none, 0) : 0));
-        json_object_set_new(s, "frames", mt_stack_json(v->r, w->stack, v->depth));
+        json_object_set_new(s, "frames", cli_stack_json(v->r, w->stack, v->depth));
         json_array_append_new(arr, s);
     }
     return arr;

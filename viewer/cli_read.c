@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "replay.h"
 
-struct memtrace_reader *mt_open(const char *path)
+struct memtrace_reader *cli_open(const char *path)
 {
     struct memtrace_reader *r = NULL;
     struct memtrace_errinfo err;
@@ -20,72 +20,72 @@ struct memtrace_reader *mt_open(const char *path)
     int rc = memtrace_reader_open(&r, path, &err);
     if (rc < 0 || !r) {
         if (err.text[0])
-            mt_error("%s", err.text);
+            cli_error("%s", err.text);
         else
-            mt_error("%s: %s", path, memtrace_strerror(rc));
+            cli_error("%s: %s", path, memtrace_strerror(rc));
         return NULL;
     }
     return r;
 }
 
-int mt_read_failed(struct memtrace_reader *r, const char *path)
+int cli_read_failed(struct memtrace_reader *r, const char *path)
 {
     const struct memtrace_errinfo *e = memtrace_reader_error(r);
     if (e && e->text[0])
-        mt_error("%s", e->text);
+        cli_error("%s", e->text);
     else
-        mt_error("%s: %s", path, memtrace_strerror(e ? e->code : MEMTRACE_EFORMAT));
-    return MT_EXIT_FAIL;
+        cli_error("%s: %s", path, memtrace_strerror(e ? e->code : MEMTRACE_EFORMAT));
+    return CLI_EXIT_FAIL;
 }
 
-void mt_warn_if_truncated(struct memtrace_reader *r, const char *path, uint64_t events)
+void cli_warn_if_truncated(struct memtrace_reader *r, const char *path, uint64_t events)
 {
     if (!memtrace_reader_truncated(r))
         return;
     char n[32];
-    mt_error("warning: %s is truncated (no end record): showing the %s events before byte %" PRIu64,
-             path, mt_fmt_count(n, sizeof(n), events), memtrace_reader_offset(r));
+    cli_error("warning: %s is truncated (no end record): showing the %s events before byte %" PRIu64,
+             path, cli_fmt_count(n, sizeof(n), events), memtrace_reader_offset(r));
 }
 
 #define MT_PROGRESS_MIN_BYTES (50u * 1000u * 1000u)
 
-struct mt_replay *mt_replay_open_cli(const char *path, const struct mt_filter *f)
+struct mt_replay *cli_replay_open_cli(const char *path, const struct mt_filter *f)
 {
-    struct memtrace_reader *r = mt_open(path);
+    struct memtrace_reader *r = cli_open(path);
     struct mt_replay *rp;
     if (!r)
         return NULL;
     if (mt_replay_new(&rp, r, path, f) < 0) {
-        mt_error("out of memory while replaying %s", path);
+        cli_error("out of memory while replaying %s", path);
         return NULL;
     }
     return rp;
 }
 
-int mt_replay_done_cli(struct mt_replay *rp, int rc)
+int cli_replay_done_cli(struct mt_replay *rp, int rc)
 {
     if (rc == MEMTRACE_ENOMEM && memtrace_reader_error(rp->r)->code == 0) {
-        mt_error("out of memory while replaying %s", rp->path);
-        return MT_EXIT_FAIL;
+        cli_error("out of memory while replaying %s", rp->path);
+        return CLI_EXIT_FAIL;
     }
     if (rc < 0)
-        return mt_read_failed(rp->r, rp->path);
-    mt_warn_if_truncated(rp->r, rp->path, rp->events);
-    return MT_EXIT_OK;
+        return cli_read_failed(rp->r, rp->path);
+    cli_warn_if_truncated(rp->r, rp->path, rp->events);
+    return CLI_EXIT_OK;
 }
 
-int mt_replay_run_cli(struct mt_replay *rp, const char *cmd)
+int cli_replay_run_cli(struct mt_replay *rp, const char *cmd)
 {
-    struct mt_progress prog;
-    mt_progress_init(&prog, rp->r, cmd, 0);
+    struct cli_progress prog;
+    cli_progress_init(&prog, rp->r, cmd, 0);
     int rc;
     while ((rc = mt_replay_next(rp)) == 1)
-        mt_progress_update(&prog, rp->events);
-    mt_progress_done(&prog);
-    return mt_replay_done_cli(rp, rc);
+        cli_progress_update(&prog, rp->events);
+    cli_progress_done(&prog);
+    return cli_replay_done_cli(rp, rc);
 }
 
-void mt_progress_init(struct mt_progress *p, struct memtrace_reader *r, const char *label,
+void cli_progress_init(struct cli_progress *p, struct memtrace_reader *r, const char *label,
                       uint64_t limit_events)
 {
     memset(p, 0, sizeof(*p));
@@ -97,7 +97,7 @@ void mt_progress_init(struct mt_progress *p, struct memtrace_reader *r, const ch
     p->enabled = p->total > MT_PROGRESS_MIN_BYTES && isatty(STDERR_FILENO);
 }
 
-void mt_progress_update(struct mt_progress *p, uint64_t events)
+void cli_progress_update(struct cli_progress *p, uint64_t events)
 {
     /* Checked every 64Ki events: cheap enough to leave in the read loops. */
     if (!p->enabled || (events & 0xffff) != 0)
@@ -116,30 +116,30 @@ void mt_progress_update(struct mt_progress *p, uint64_t events)
     fflush(stderr);
 }
 
-void mt_progress_done(struct mt_progress *p)
+void cli_progress_done(struct cli_progress *p)
 {
     if (p->enabled && p->last_pct >= 0)
         fputs("\r\033[K", stderr);
     p->last_pct = -1;
 }
 
-int mt_output_allowed(const char *path, int force)
+int cli_output_allowed(const char *path, int force)
 {
     struct stat st;
     if (lstat(path, &st) != 0)
         return 0;
     if (S_ISLNK(st.st_mode)) {
-        mt_error("%s is a symbolic link: not followed", path);
+        cli_error("%s is a symbolic link: not followed", path);
         return -1;
     }
     if (!force) {
-        mt_error("%s exists: not replaced (--force replaces it)", path);
+        cli_error("%s exists: not replaced (--force replaces it)", path);
         return -1;
     }
     return 0;
 }
 
-FILE *mt_create_output(const char *path, int force)
+FILE *cli_create_output(const char *path, int force)
 {
     int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
     int fd = open(path, flags, 0600);
@@ -147,11 +147,11 @@ FILE *mt_create_output(const char *path, int force)
     if (f)
         return f;
     if (errno == EEXIST)
-        mt_error("%s exists: not replaced (--force replaces it)", path);
+        cli_error("%s exists: not replaced (--force replaces it)", path);
     else if (errno == ELOOP)
-        mt_error("%s is a symbolic link: not followed", path);
+        cli_error("%s is a symbolic link: not followed", path);
     else
-        mt_error("cannot create %s: %s", path, strerror(errno));
+        cli_error("cannot create %s: %s", path, strerror(errno));
     if (fd >= 0)
         close(fd);
     return NULL;

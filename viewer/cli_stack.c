@@ -7,12 +7,12 @@
 
 #include "cli.h"
 
-/* The frame's names are the recorded program's: escaped (mt_escape), so that a name
+/* The frame's names are the recorded program's: escaped (cli_escape), so that a name
  * with control characters cannot act on the terminal that shows it. */
-const char *mt_frame_text(char *buf, size_t size, const struct memtrace_frame *fr)
+const char *cli_frame_text(char *buf, size_t size, const struct memtrace_frame *fr)
 {
-    char *sym = mt_escape(fr->symbol, 0), *mod = mt_escape(fr->module, 0);
-    char *file = mt_escape(fr->file, 0);
+    char *sym = cli_escape(fr->symbol, 0), *mod = cli_escape(fr->module, 0);
+    char *file = cli_escape(fr->file, 0);
     int n;
     if (sym && sym[0])
         n = snprintf(buf, size, "%s", sym);
@@ -42,7 +42,7 @@ static int stack_frames(const struct memtrace_reader *r, uint32_t stack, int dep
     return *total < max ? *total : max;
 }
 
-void mt_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
+void cli_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
                     const char *indent)
 {
     static uint32_t ids[MT_STACK_MAX];
@@ -56,7 +56,7 @@ void mt_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, in
         const struct memtrace_frame *fr = memtrace_reader_frame(r, ids[k]);
         char text[1200];
         if (fr)
-            fprintf(f, "%s#%-2d %s\n", indent, k, mt_frame_text(text, sizeof(text), fr));
+            fprintf(f, "%s#%-2d %s\n", indent, k, cli_frame_text(text, sizeof(text), fr));
         else
             fprintf(f, "%s#%-2d (unknown frame %u)\n", indent, k, (unsigned)ids[k]);
     }
@@ -64,7 +64,7 @@ void mt_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, in
         fprintf(f, "%s... %d more frames\n", indent, total - n);
 }
 
-json_t *mt_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth)
+json_t *cli_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth)
 {
     static uint32_t ids[MT_STACK_MAX];
     int total;
@@ -78,10 +78,10 @@ json_t *mt_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth
             char ip[32];
             snprintf(ip, sizeof(ip), "0x%" PRIx64, fr->ip);
             json_object_set_new(o, "ip", json_string(ip));
-            json_object_set_new(o, "symbol", mt_json_str(fr->symbol));
-            json_object_set_new(o, "module", mt_json_str(fr->module));
-            json_object_set_new(o, "offset", mt_json_u64(fr->offset));
-            json_object_set_new(o, "file", mt_json_str(fr->file));
+            json_object_set_new(o, "symbol", cli_json_str(fr->symbol));
+            json_object_set_new(o, "module", cli_json_str(fr->module));
+            json_object_set_new(o, "offset", cli_json_u64(fr->offset));
+            json_object_set_new(o, "file", cli_json_str(fr->file));
             json_object_set_new(o, "line", json_integer(fr->line));
         }
         json_array_append_new(arr, o);

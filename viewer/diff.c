@@ -22,36 +22,36 @@ enum { COST_PEAK, COST_LEAKED, COST_ALLOCATED };
 static int json;
 static long long ntop = 10, depth = 16;
 static const char *cost_name;
-static struct mt_filter_opts fo;
+static struct cli_filter_opts fo;
 
-/* The filters one by one rather than MT_FILTER_OPTIONS: --from and --to name the two
+/* The filters one by one rather than CLI_FILTER_OPTIONS: --from and --to name the two
  * points in the one-file form, and their help must say so. */
-static const struct mt_opt diff_opts[] = {
-    MT_OPTION_STRING('c', "cost", &cost_name, "COST",
+static const struct cli_opt diff_opts[] = {
+    CLI_OPTION_STRING('c', "cost", &cost_name, "COST",
                      "peak (alive at the peak; the default with two files), leaked (alive at "
                      "the end or point; the default with one file) or allocated (in total)"),
-    MT_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
+    CLI_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
                   "show the N stacks that changed most (default 10, 0: all)"),
-    MT_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
+    CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                   "show at most N frames of each stack (default 16, 0: all)"),
-    MT_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
-    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print sizes in bytes, not in KiB, MiB, GiB"),
-    MT_OPTION_STRING(0, "device", &fo.device, "N", "only allocations on device N"),
-    MT_OPTION_STRING(0, "stream", &fo.stream, "S", "only allocations on stream S"),
-    MT_OPTION_BYTES(0, "min-size", &fo.min_size, "SIZE",
+    CLI_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
+    CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes, not in KiB, MiB, GiB"),
+    CLI_OPTION_STRING(0, "device", &fo.device, "N", "only allocations on device N"),
+    CLI_OPTION_STRING(0, "stream", &fo.stream, "S", "only allocations on stream S"),
+    CLI_OPTION_BYTES(0, "min-size", &fo.min_size, "SIZE",
                     "only allocations of at least SIZE (4096, 64K, 1.5M, 2G)"),
-    MT_OPTION_STRING(0, "category", &fo.category, "NAME",
+    CLI_OPTION_STRING(0, "category", &fo.category, "NAME",
                      "only allocations tagged with category NAME"),
-    MT_OPTION_POINT(0, "from", &fo.from, "WHEN",
+    CLI_OPTION_POINT(0, "from", &fo.from, "WHEN",
                     "one file: the first point, after WHEN (1.5s, #123, an annotation's "
                     "end); two files: start both at WHEN"),
-    MT_OPTION_POINT(0, "to", &fo.to, "WHEN",
+    CLI_OPTION_POINT(0, "to", &fo.to, "WHEN",
                     "one file: the second point (default: the end); two files: stop both "
                     "after WHEN"),
-    MT_OPTION_END,
+    CLI_OPTION_END,
 };
 
-static const struct mt_help diff_help = {
+static const struct cli_help diff_help = {
     "diff",
     "memtrace diff A B [--cost peak|leaked|allocated] [--top N] [--depth N] [--json]\n"
     "                    [--bytes] [filters]\n"
@@ -312,11 +312,11 @@ static int collect(struct ktab *t, struct side *sd, int s, int cost, int blocks)
 static int replay_side(struct side *sd)
 {
     struct mt_replay *rp = sd->rp;
-    struct mt_progress prog;
-    mt_progress_init(&prog, rp->r, "diff", 0);
+    struct cli_progress prog;
+    cli_progress_init(&prog, rp->r, "diff", 0);
     int rc = 0;
     while (!sd->at_start && (rc = mt_replay_next(rp)) == 1) {
-        mt_progress_update(&prog, rp->events);
+        cli_progress_update(&prog, rp->events);
         if (rp->eff.kind != MT_EFF_SEG_ADD || !rp->in_window)
             continue;
         const struct mt_live *e = mt_addrtab_find(&rp->segs, rp->ev.addr);
@@ -326,9 +326,9 @@ static int replay_side(struct side *sd)
             c->alloc_bytes += e->size;
         }
     }
-    mt_progress_done(&prog);
-    int status = mt_replay_done_cli(rp, rc);
-    if (status != MT_EXIT_OK)
+    cli_progress_done(&prog);
+    int status = cli_replay_done_cli(rp, rc);
+    if (status != CLI_EXIT_OK)
         return status;
     for (size_t i = 0; i < rp->segs.cap; i++) {
         const struct mt_live *e = mt_addrtab_at(&rp->segs, i);
@@ -343,7 +343,7 @@ static int replay_side(struct side *sd)
         mt_tally_at_peak(&rp->seg_stacks, &rp->reserved, (uint32_t)k, &bytes, &count);
         sd->seg_at_peak += count;
     }
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* Whether a one-file side's replay got to its point; a file that ends first is
@@ -357,7 +357,7 @@ static void check_point(const struct side *sd, const struct mt_point *p, const c
     else if (p->kind == MT_POINT_TIME)
         reached |= rp->events && rp->ev.time_ns - rp->t_first >= p->value;
     if (!reached)
-        mt_error("warning: %s ends before --%s %s: comparing its end", sd->path, flag, sd->point);
+        cli_error("warning: %s ends before --%s %s: comparing its end", sd->path, flag, sd->point);
 }
 
 static int64_t delta(uint64_t before, uint64_t after)
@@ -433,8 +433,8 @@ struct row {
 static json_t *pair_json(uint64_t before, uint64_t after)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "before", mt_json_u64(before));
-    json_object_set_new(o, "after", mt_json_u64(after));
+    json_object_set_new(o, "before", cli_json_u64(before));
+    json_object_set_new(o, "after", cli_json_u64(after));
     json_object_set_new(o, "delta", json_integer(delta(before, after)));
     return o;
 }
@@ -445,7 +445,7 @@ static json_t *side_json(const struct side *sd)
     json_t *o = json_object();
     json_object_set_new(o, "file", json_string(sd->path));
     json_object_set_new(o, "point", sd->point ? json_string(sd->point) : json_null());
-    json_object_set_new(o, "events", mt_json_u64(rp->events));
+    json_object_set_new(o, "events", cli_json_u64(rp->events));
     json_object_set_new(o, "truncated", json_boolean(mt_replay_truncated(rp)));
     return o;
 }
@@ -516,7 +516,7 @@ static json_t *stack_json(const struct result *res, const struct kentry *e, int 
     uint32_t none[1];
     json_object_set_new(
         s, "depth", json_integer(e->stack[k] ? memtrace_reader_stack(r, e->stack[k], none, 0) : 0));
-    json_object_set_new(s, "frames", mt_stack_json(r, e->stack[k], dep));
+    json_object_set_new(s, "frames", cli_stack_json(r, e->stack[k], dep));
     return s;
 }
 
@@ -536,12 +536,12 @@ static int print_json(const struct result *res, int dep)
     json_object_set_new(j, "totals", t);
 
     json_t *st = json_object();
-    json_object_set_new(st, "compared", mt_json_u64(res->nkeys));
-    json_object_set_new(st, "changed", mt_json_u64(res->nchanged));
-    json_object_set_new(st, "grown", mt_json_u64(res->grown));
-    json_object_set_new(st, "shrunk", mt_json_u64(res->shrunk));
-    json_object_set_new(st, "new", mt_json_u64(res->added));
-    json_object_set_new(st, "gone", mt_json_u64(res->gone));
+    json_object_set_new(st, "compared", cli_json_u64(res->nkeys));
+    json_object_set_new(st, "changed", cli_json_u64(res->nchanged));
+    json_object_set_new(st, "grown", cli_json_u64(res->grown));
+    json_object_set_new(st, "shrunk", cli_json_u64(res->shrunk));
+    json_object_set_new(st, "new", cli_json_u64(res->added));
+    json_object_set_new(st, "gone", cli_json_u64(res->gone));
     json_object_set_new(j, "stack_counts", st);
 
     n = seg_rows(res, rows);
@@ -555,7 +555,7 @@ static int print_json(const struct result *res, int dep)
         const struct segclass *x = &res->side[0].cls[c], *y = &res->side[1].cls[c];
         json_t *o = json_object();
         json_object_set_new(o, "max_bytes",
-                            c == NCLASS - 1 ? json_null() : mt_json_u64(class_max(c)));
+                            c == NCLASS - 1 ? json_null() : cli_json_u64(class_max(c)));
         json_object_set_new(o, "allocs", pair_json(x->allocs, y->allocs));
         json_object_set_new(o, "allocs_bytes", pair_json(x->alloc_bytes, y->alloc_bytes));
         json_object_set_new(o, "at_end", pair_json(x->live, y->live));
@@ -569,12 +569,12 @@ static int print_json(const struct result *res, int dep)
     for (size_t k = 0; k < res->nshow; k++)
         json_array_append_new(arr, stack_json(res, res->changed[k], dep));
     json_object_set_new(j, "stacks", arr);
-    return mt_json_print(j);
+    return cli_json_print(j);
 }
 
 static const char *fmt_value(char *buf, size_t size, uint64_t v, int bytes)
 {
-    return bytes ? mt_fmt_bytes(buf, size, v) : mt_fmt_count(buf, size, v);
+    return bytes ? cli_fmt_bytes(buf, size, v) : cli_fmt_count(buf, size, v);
 }
 
 static const char *fmt_delta(char *buf, size_t size, int64_t d, int bytes)
@@ -606,7 +606,7 @@ static void print_side(const char *label, const struct side *sd)
         printf(" at %s", sd->point);
     else if (sd->at_start)
         printf(" at its start");
-    printf(" (%s events%s)\n", mt_fmt_count(a, sizeof(a), sd->rp->events),
+    printf(" (%s events%s)\n", cli_fmt_count(a, sizeof(a), sd->rp->events),
            mt_replay_truncated(sd->rp) ? ", truncated" : "");
 }
 
@@ -636,13 +636,13 @@ static void print_text(const struct result *res, int one_file, int dep)
             const struct segclass *x = &res->side[0].cls[k], *y = &res->side[1].cls[k];
             char cls[48];
             if (k == NCLASS - 1)
-                snprintf(cls, sizeof(cls), "> %s", mt_fmt_bytes(a, sizeof(a), class_max(k - 1)));
+                snprintf(cls, sizeof(cls), "> %s", cli_fmt_bytes(a, sizeof(a), class_max(k - 1)));
             else
-                snprintf(cls, sizeof(cls), "<= %s", mt_fmt_bytes(a, sizeof(a), class_max(k)));
-            printf("%-14s %8s %8s %8s   %8s %8s %8s\n", cls, mt_fmt_count(a, sizeof(a), x->allocs),
-                   mt_fmt_count(b, sizeof(b), y->allocs),
+                snprintf(cls, sizeof(cls), "<= %s", cli_fmt_bytes(a, sizeof(a), class_max(k)));
+            printf("%-14s %8s %8s %8s   %8s %8s %8s\n", cls, cli_fmt_count(a, sizeof(a), x->allocs),
+                   cli_fmt_count(b, sizeof(b), y->allocs),
                    fmt_delta(c, sizeof(c), delta(x->allocs, y->allocs), 0),
-                   mt_fmt_count(d, sizeof(d), x->live), mt_fmt_count(e, sizeof(e), y->live),
+                   cli_fmt_count(d, sizeof(d), x->live), cli_fmt_count(e, sizeof(e), y->live),
                    fmt_delta(g, sizeof(g), delta(x->live, y->live), 0));
         }
     }
@@ -660,9 +660,9 @@ static void print_text(const struct result *res, int one_file, int dep)
                db < 0   ? "-"
                : db > 0 ? "+"
                         : "",
-               mag(db), change_of(en), mt_fmt_bytes(b, sizeof(b), en->bytes[0]),
-               mt_fmt_count(c, sizeof(c), en->count[0]), mt_fmt_bytes(d, sizeof(d), en->bytes[1]),
-               mt_fmt_count(e, sizeof(e), en->count[1]));
+               mag(db), change_of(en), cli_fmt_bytes(b, sizeof(b), en->bytes[0]),
+               cli_fmt_count(c, sizeof(c), en->count[0]), cli_fmt_bytes(d, sizeof(d), en->bytes[1]),
+               cli_fmt_count(e, sizeof(e), en->count[1]));
         if (en->has[0])
             printf("%u", (unsigned)en->stack[0]);
         else
@@ -673,7 +673,7 @@ static void print_text(const struct result *res, int one_file, int dep)
         else
             printf("-\n");
         int s = en->has[1] ? 1 : 0;
-        mt_stack_print(stdout, res->side[s].rp->r, en->stack[s], dep, "      ");
+        cli_stack_print(stdout, res->side[s].rp->r, en->stack[s], dep, "      ");
     }
 }
 
@@ -689,7 +689,7 @@ static int parse_cost(const char *name, int one_file, int *cost)
             return 0;
         }
     }
-    return mt_usage_error("diff",
+    return cli_usage_error("diff",
                           "invalid cost '%s' for --cost of 'diff': expected peak, leaked or "
                           "allocated",
                           name);
@@ -704,7 +704,7 @@ static const char *point_text(char *buf, size_t size, const struct mt_point *p)
         snprintf(buf, size, "event #%" PRIu64, p->value);
         return buf;
     case MT_POINT_TIME:
-        snprintf(buf, size, "+%s", mt_fmt_duration(d, sizeof(d), p->value));
+        snprintf(buf, size, "+%s", cli_fmt_duration(d, sizeof(d), p->value));
         return buf;
     case MT_POINT_ANNOTATION:
         snprintf(buf, size, "'%s'", p->name);
@@ -721,10 +721,10 @@ static int open_sides(struct side *sd, char **pos, int npos, const struct mt_fil
     if (npos == 2) {
         for (int s = 0; s < 2; s++) {
             sd[s].path = pos[s];
-            if (!(sd[s].rp = mt_replay_open_cli(pos[s], f)))
-                return MT_EXIT_FAIL;
+            if (!(sd[s].rp = cli_replay_open_cli(pos[s], f)))
+                return CLI_EXIT_FAIL;
         }
-        return MT_EXIT_OK;
+        return CLI_EXIT_OK;
     }
     const struct mt_point *pts[2] = {&f->from, &f->to};
     for (int s = 0; s < 2; s++) {
@@ -734,31 +734,31 @@ static int open_sides(struct side *sd, char **pos, int npos, const struct mt_fil
         sd[s].path = pos[0];
         sd[s].point = point_text(sd[s].buf, sizeof(sd[s].buf), pts[s]);
         sd[s].at_start = s == 0 && !sd[s].point;
-        if (!(sd[s].rp = mt_replay_open_cli(pos[0], &g)))
-            return MT_EXIT_FAIL;
+        if (!(sd[s].rp = cli_replay_open_cli(pos[0], &g)))
+            return CLI_EXIT_FAIL;
     }
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
-int mt_cmd_diff(int argc, char **argv)
+int cli_cmd_diff(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &diff_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &diff_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     int one_file = npos == 1;
     if (npos > 2)
-        return mt_usage_error("diff", "'diff' compares two files, got %d", npos);
+        return cli_usage_error("diff", "'diff' compares two files, got %d", npos);
     if (npos == 0 || (one_file && fo.from.kind == MT_POINT_NONE && fo.to.kind == MT_POINT_NONE))
-        return mt_usage_error("diff", "'diff' needs two files (A B), or one file with --from "
+        return cli_usage_error("diff", "'diff' needs two files (A B), or one file with --from "
                                       "and/or --to");
     struct result res;
     memset(&res, 0, sizeof(res));
     if ((rc = parse_cost(cost_name, one_file, &res.cost)) != 0)
         return rc;
     struct mt_filter f;
-    if ((rc = mt_filter_from_opts("diff", &fo, &f)) != 0)
+    if ((rc = cli_filter_from_opts("diff", &fo, &f)) != 0)
         return rc;
 
     struct side sd[2];
@@ -766,20 +766,20 @@ int mt_cmd_diff(int argc, char **argv)
     res.side = sd;
     struct ktab tab = {0};
     int status = open_sides(sd, pos, npos, &f);
-    for (int s = 0; s < 2 && status == MT_EXIT_OK; s++) {
+    for (int s = 0; s < 2 && status == CLI_EXIT_OK; s++) {
         status = replay_side(&sd[s]);
-        if (status == MT_EXIT_OK && one_file && sd[s].point)
+        if (status == CLI_EXIT_OK && one_file && sd[s].point)
             check_point(&sd[s], s ? &f.to : &f.from, s ? "to" : "from");
     }
-    if (status != MT_EXIT_OK)
+    if (status != CLI_EXIT_OK)
         goto out;
 
     res.blocks = sd[0].rp->allocs.count > 0 || sd[1].rp->allocs.count > 0;
     if (collect(&tab, &sd[0], 0, res.cost, res.blocks) != 0 ||
         collect(&tab, &sd[1], 1, res.cost, res.blocks) != 0 ||
         !(res.changed = malloc((tab.n ? tab.n : 1) * sizeof(*res.changed)))) {
-        mt_error("out of memory while matching the stacks of %s and %s", sd[0].path, sd[1].path);
-        status = MT_EXIT_FAIL;
+        cli_error("out of memory while matching the stacks of %s and %s", sd[0].path, sd[1].path);
+        status = CLI_EXIT_FAIL;
         goto out;
     }
     res.nkeys = tab.n;

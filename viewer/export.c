@@ -13,15 +13,15 @@ static const char *format;
 static const char *output;
 static int force;
 
-static const struct mt_opt export_opts[] = {
-    MT_OPTION_STRING('f', "format", &format, "FMT",
+static const struct cli_opt export_opts[] = {
+    CLI_OPTION_STRING('f', "format", &format, "FMT",
                      "pytorch-pickle, pytorch-json, perfetto, speedscope, folded or csv"),
-    MT_OPTION_STRING('o', "output", &output, "OUT", "write to OUT instead of standard output"),
-    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
-    MT_OPTION_END,
+    CLI_OPTION_STRING('o', "output", &output, "OUT", "write to OUT instead of standard output"),
+    CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help export_help = {
+static const struct cli_help export_help = {
     "export",
     "memtrace export --format FMT [-o OUT [--force]] FILE",
     "Writes a .memtrace file in another tool's format, reading it as a stream:\n"
@@ -41,28 +41,28 @@ static const struct mt_help export_help = {
     0,
 };
 
-int mt_cmd_export(int argc, char **argv)
+int cli_cmd_export(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
     format = output = NULL;
-    int rc = mt_options_parse(argc, argv, &export_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &export_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (!format)
-        return mt_usage_error("export", "'export' needs --format FMT");
+        return cli_usage_error("export", "'export' needs --format FMT");
     int fmt = mt_export_format_from_name(format);
     if (fmt < 0)
-        return mt_usage_error("export",
+        return cli_usage_error("export",
                               "unknown format '%s' (pytorch-pickle, pytorch-json, perfetto, "
                               "speedscope, folded, csv)",
                               format);
     if (npos != 1)
-        return mt_usage_error("export", npos ? "'export' takes one FILE" : "'export' needs a FILE");
+        return cli_usage_error("export", npos ? "'export' takes one FILE" : "'export' needs a FILE");
     FILE *out = stdout;
     int to_file = output && strcmp(output, "-") != 0;
-    if (to_file && !(out = mt_create_output(output, force)))
-        return MT_EXIT_FAIL;
+    if (to_file && !(out = cli_create_output(output, force)))
+        return CLI_EXIT_FAIL;
     struct mt_export_stats st;
     struct memtrace_errinfo err;
     rc = mt_export(pos[0], fmt, out, &st, &err);
@@ -71,17 +71,17 @@ int mt_cmd_export(int argc, char **argv)
         snprintf(err.text, sizeof(err.text), "cannot write %s: %s", output, strerror(errno));
     }
     if (rc != 0) {
-        mt_error("%s", err.text);
+        cli_error("%s", err.text);
         if (to_file)
             remove(output);
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     if (st.truncated)
-        mt_error("warning: %s is truncated; exported the %llu events before the cut", pos[0],
+        cli_error("warning: %s is truncated; exported the %llu events before the cut", pos[0],
                  (unsigned long long)st.events);
     if (st.left_out && (fmt == MT_EXPORT_PYTORCH_PICKLE || fmt == MT_EXPORT_PYTORCH_JSON))
-        mt_error("note: %llu events have no place in a PyTorch snapshot (host memory, counters) "
+        cli_error("note: %llu events have no place in a PyTorch snapshot (host memory, counters) "
                  "and were left out",
                  (unsigned long long)st.left_out);
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }

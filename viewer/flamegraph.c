@@ -20,21 +20,21 @@
 
 static const char *cost_name = "peak", *format = "folded", *out_path;
 static int force;
-static struct mt_filter_opts fo;
+static struct cli_filter_opts fo;
 
-static const struct mt_opt flame_opts[] = {
-    MT_OPTION_STRING(0, "cost", &cost_name, "COST",
+static const struct cli_opt flame_opts[] = {
+    CLI_OPTION_STRING(0, "cost", &cost_name, "COST",
                      "peak (bytes alive at the peak, default), leaked (bytes alive at the "
                      "end), allocated (bytes), temporary (temporary allocations) or count "
                      "(allocations)"),
-    MT_OPTION_STRING(0, "format", &format, "FMT", "folded (default) or svg"),
-    MT_OPTION_STRING('o', "output", &out_path, "OUT", "write to OUT instead of standard output"),
-    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
-    MT_FILTER_OPTIONS(&fo),
-    MT_OPTION_END,
+    CLI_OPTION_STRING(0, "format", &format, "FMT", "folded (default) or svg"),
+    CLI_OPTION_STRING('o', "output", &out_path, "OUT", "write to OUT instead of standard output"),
+    CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
+    CLI_FILTER_OPTIONS(&fo),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help flame_help = {
+static const struct cli_help flame_help = {
     "flamegraph",
     "memtrace flamegraph FILE [--cost peak|leaked|allocated|temporary|count]\n"
     "       [--format folded|svg] [-o OUT [--force]] [--device N] [--stream S] [--min-size SIZE]\n"
@@ -82,7 +82,7 @@ static const char *frame_name(char *buf, size_t size, const struct memtrace_read
     return buf;
 }
 
-static uint64_t row_cost(const struct mt_rank_row *w, int cost)
+static uint64_t row_cost(const struct cli_rank_row *w, int cost)
 {
     switch (cost) {
     case COST_TEMPORARY:
@@ -108,7 +108,7 @@ static int stack_outer_first(const struct memtrace_reader *r, uint32_t stack, ui
     return n;
 }
 
-static void write_folded(FILE *f, const struct mt_rank *rk, const struct memtrace_reader *r,
+static void write_folded(FILE *f, const struct cli_rank *rk, const struct memtrace_reader *r,
                          int cost)
 {
     static uint32_t ids[STACK_MAX];
@@ -207,7 +207,7 @@ static void tree_free(struct tree *t)
     free(t->slots);
 }
 
-static int tree_build(struct tree *t, const struct mt_rank *rk, const struct memtrace_reader *r,
+static int tree_build(struct tree *t, const struct cli_rank *rk, const struct memtrace_reader *r,
                       int cost)
 {
     static uint32_t ids[STACK_MAX];
@@ -454,82 +454,82 @@ static int write_svg(FILE *f, const struct tree *t, const char *path, int cost)
     return rc;
 }
 
-int mt_cmd_flamegraph(int argc, char **argv)
+int cli_cmd_flamegraph(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &flame_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &flame_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos != 1)
         return npos == 0
-                   ? mt_usage_error("flamegraph", "'flamegraph' needs a FILE argument")
-                   : mt_usage_error("flamegraph", "'flamegraph' takes one file, got '%s' and '%s'",
+                   ? cli_usage_error("flamegraph", "'flamegraph' needs a FILE argument")
+                   : cli_usage_error("flamegraph", "'flamegraph' takes one file, got '%s' and '%s'",
                                     pos[0], pos[1]);
     int cost = -1;
     for (int k = 0; k < (int)(sizeof(cost_names) / sizeof(cost_names[0])); k++)
         if (strcmp(cost_name, cost_names[k]) == 0)
             cost = k;
     if (cost < 0)
-        return mt_usage_error("flamegraph",
+        return cli_usage_error("flamegraph",
                               "invalid value '%s' for --cost of 'flamegraph': expected peak, "
                               "leaked, allocated, temporary or count",
                               cost_name);
     int svg = strcmp(format, "svg") == 0;
     if (!svg && strcmp(format, "folded") != 0)
-        return mt_usage_error("flamegraph",
+        return cli_usage_error("flamegraph",
                               "invalid value '%s' for --format of 'flamegraph': expected "
                               "folded or svg",
                               format);
     struct mt_filter f;
-    if (mt_filter_from_opts("flamegraph", &fo, &f) != 0)
-        return MT_EXIT_USAGE;
+    if (cli_filter_from_opts("flamegraph", &fo, &f) != 0)
+        return CLI_EXIT_USAGE;
     const char *path = pos[0];
-    struct mt_replay *rp = mt_replay_open_cli(path, &f);
+    struct mt_replay *rp = cli_replay_open_cli(path, &f);
     if (!rp)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
 
     uint64_t since = UINT64_MAX;
-    struct mt_progress prog;
-    mt_progress_init(&prog, rp->r, "flamegraph", 0);
+    struct cli_progress prog;
+    cli_progress_init(&prog, rp->r, "flamegraph", 0);
     while ((rc = mt_replay_next(rp)) == 1) {
         if (rp->in_window && since == UINT64_MAX)
             since = rp->index;
-        mt_progress_update(&prog, rp->events);
+        cli_progress_update(&prog, rp->events);
     }
-    mt_progress_done(&prog);
-    int status = mt_replay_done_cli(rp, rc);
-    struct mt_rank rk = {0};
+    cli_progress_done(&prog);
+    int status = cli_replay_done_cli(rp, rc);
+    struct cli_rank rk = {0};
     struct tree t = {0};
     FILE *out = NULL;
     int nomem = 0;
-    if (status != MT_EXIT_OK)
+    if (status != CLI_EXIT_OK)
         goto out;
-    if (mt_rank_init(&rk, rp) != 0) {
+    if (cli_rank_init(&rk, rp) != 0) {
         nomem = 1;
         goto out;
     }
     switch (cost) {
     case COST_PEAK:
-        mt_rank_at_peak(&rk, &rp->block_stacks, &rp->allocated);
+        cli_rank_at_peak(&rk, &rp->block_stacks, &rp->allocated);
         break;
     case COST_LEAKED:
-        mt_rank_live_since(&rk, &rp->blocks, since);
+        cli_rank_live_since(&rk, &rp->blocks, since);
         break;
     default:
-        mt_rank_allocated(&rk, &rp->block_stacks);
+        cli_rank_allocated(&rk, &rp->block_stacks);
         break;
     }
-    mt_rank_finish(&rk, cost == COST_TEMPORARY ? MT_RANK_TEMPORARY
-                        : cost == COST_COUNT   ? MT_RANK_COUNT
-                                               : MT_RANK_BYTES);
+    cli_rank_finish(&rk, cost == COST_TEMPORARY ? CLI_RANK_TEMPORARY
+                        : cost == COST_COUNT   ? CLI_RANK_COUNT
+                                               : CLI_RANK_BYTES);
     if (svg && tree_build(&t, &rk, rp->r, cost) != 0) {
         nomem = 1;
         goto out;
     }
-    out = out_path ? mt_create_output(out_path, force) : stdout;
+    out = out_path ? cli_create_output(out_path, force) : stdout;
     if (!out) {
-        status = MT_EXIT_FAIL;
+        status = CLI_EXIT_FAIL;
         goto out;
     }
     if (svg) {
@@ -544,18 +544,18 @@ int mt_cmd_flamegraph(int argc, char **argv)
     failed |= out_path ? fclose(out) : fflush(out);
     out = NULL;
     if (failed) {
-        mt_error("cannot write %s: %s", out_path ? out_path : "the output", strerror(errno));
-        status = MT_EXIT_FAIL;
+        cli_error("cannot write %s: %s", out_path ? out_path : "the output", strerror(errno));
+        status = CLI_EXIT_FAIL;
     }
 out:
     if (nomem) {
-        mt_error("out of memory while drawing the stacks of %s", path);
-        status = MT_EXIT_FAIL;
+        cli_error("out of memory while drawing the stacks of %s", path);
+        status = CLI_EXIT_FAIL;
     }
     if (out && out != stdout)
         fclose(out);
     tree_free(&t);
-    mt_rank_free(&rk);
+    cli_rank_free(&rk);
     mt_replay_close(rp);
     return status;
 }

@@ -10,13 +10,13 @@
 static const char *output;
 static int force;
 
-static const struct mt_opt import_opts[] = {
-    MT_OPTION_STRING('o', "output", &output, "OUT", "the .memtrace file to write (required)"),
-    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
-    MT_OPTION_END,
+static const struct cli_opt import_opts[] = {
+    CLI_OPTION_STRING('o', "output", &output, "OUT", "the .memtrace file to write (required)"),
+    CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help import_help = {
+static const struct cli_help import_help = {
     "import",
     "memtrace import SNAPSHOT -o OUT.memtrace [--force]",
     "Converts a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot()'s pickle,\n"
@@ -31,32 +31,32 @@ static const struct mt_help import_help = {
     0,
 };
 
-int mt_cmd_import(int argc, char **argv)
+int cli_cmd_import(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
     output = NULL;
-    int rc = mt_options_parse(argc, argv, &import_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &import_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos != 1)
-        return mt_usage_error("import", npos ? "'import' takes one SNAPSHOT"
+        return cli_usage_error("import", npos ? "'import' takes one SNAPSHOT"
                                              : "'import' needs a SNAPSHOT file");
     if (!output)
-        return mt_usage_error("import", "'import' needs -o OUT.memtrace");
-    if (mt_output_allowed(output, force) != 0)
-        return MT_EXIT_FAIL;
+        return cli_usage_error("import", "'import' needs -o OUT.memtrace");
+    if (cli_output_allowed(output, force) != 0)
+        return CLI_EXIT_FAIL;
     struct mt_import_stats st;
     struct memtrace_errinfo err;
     if (mt_import_pytorch(pos[0], output, force ? MT_WRITER_OVERWRITE : 0, &st, &err) != 0) {
-        mt_error("%s", err.text);
-        return MT_EXIT_FAIL;
+        cli_error("%s", err.text);
+        return CLI_EXIT_FAIL;
     }
     printf("%s: %llu events from %llu device traces, %llu segments, %llu blocks -> %s\n", pos[0],
            (unsigned long long)st.events, (unsigned long long)st.devices,
            (unsigned long long)st.segments, (unsigned long long)st.blocks, output);
     if (st.skipped)
-        mt_error("note: %llu trace entries with actions memtrace does not know were skipped",
+        cli_error("note: %llu trace entries with actions memtrace does not know were skipped",
                  (unsigned long long)st.skipped);
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }

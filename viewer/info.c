@@ -12,12 +12,12 @@
 
 static int json;
 
-static const struct mt_opt info_opts[] = {
-    MT_OPTION_BOOL('j', "json", &json, "print one JSON object instead of text"),
-    MT_OPTION_END,
+static const struct cli_opt info_opts[] = {
+    CLI_OPTION_BOOL('j', "json", &json, "print one JSON object instead of text"),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help info_help = {
+static const struct cli_help info_help = {
     "info",
     "memtrace info FILE [--json]",
     "Describes a .memtrace file: format version, the recording's metadata (host, pid,\n"
@@ -71,11 +71,11 @@ static uint64_t device_total(json_t *d)
 static void print_value(json_t *v)
 {
     if (json_is_string(v)) {
-        mt_fputs_safe(json_string_value(v), stdout);
+        cli_fputs_safe(json_string_value(v), stdout);
         return;
     }
     char *s = json_dumps(v, JSON_ENCODE_ANY);
-    mt_fputs_safe(s ? s : "?", stdout);
+    cli_fputs_safe(s ? s : "?", stdout);
     free(s);
 }
 
@@ -124,10 +124,10 @@ static int is_known_meta(const char *key)
 #define LABEL_WIDTH 16
 
 /* Labels and values may come from the file (metadata keys, host names, paths):
- * both are printed escaped (mt_fputs_safe). */
+ * both are printed escaped (cli_fputs_safe). */
 static void label(const char *text)
 {
-    char *e = mt_escape(text, 0);
+    char *e = cli_escape(text, 0);
     printf("%-*s ", LABEL_WIDTH, e ? e : "?");
     free(e);
 }
@@ -141,7 +141,7 @@ static void row(const char *text, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(value, sizeof(value), fmt, ap);
     va_end(ap);
-    mt_fputs_safe(value, stdout);
+    cli_fputs_safe(value, stdout);
     fputc('\n', stdout);
 }
 
@@ -154,10 +154,10 @@ static void value_row(const char *text, json_t *v)
 
 static void sub_row(const char *text, const char *value)
 {
-    char *e = mt_escape(text, 0);
+    char *e = cli_escape(text, 0);
     printf("  %-*s ", LABEL_WIDTH - 2, e ? e : "?");
     free(e);
-    mt_fputs_safe(value, stdout);
+    cli_fputs_safe(value, stdout);
     fputc('\n', stdout);
 }
 
@@ -174,7 +174,7 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
         row("format version", "%u (written by memtrace %s)", memtrace_reader_version(r), writer);
     else
         row("format version", "%u", memtrace_reader_version(r));
-    row("file size", "%s (%" PRIu64 " bytes)", mt_fmt_bytes(a, sizeof(a), size), size);
+    row("file size", "%s (%" PRIu64 " bytes)", cli_fmt_bytes(a, sizeof(a), size), size);
     row("status", "%s", truncated ? "truncated (no end record)" : "complete");
 
     const char *host = meta_str(meta, "host");
@@ -195,8 +195,8 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
         value_row("rank", v);
     }
     uint64_t wall, mono;
-    if (mt_meta_clock(meta, &wall, &mono))
-        row("start time", "%s", mt_fmt_utc(a, sizeof(a), wall));
+    if (cli_meta_clock(meta, &wall, &mono))
+        row("start time", "%s", cli_fmt_utc(a, sizeof(a), wall));
     json_t *devices = json_object_get(meta, "devices");
     if (json_is_array(devices)) {
         row("devices", "%zu", json_array_size(devices));
@@ -212,7 +212,7 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
             char idx[24], desc[512];
             snprintf(idx, sizeof idx, "%" PRIu64, index);
             snprintf(desc, sizeof desc, "%s, %s (%" PRIu64 " bytes), %s", name ? name : "?",
-                     mt_fmt_bytes(a, sizeof(a), total), total, backend ? backend : "?");
+                     cli_fmt_bytes(a, sizeof(a), total), total, backend ? backend : "?");
             sub_row(idx, desc);
         }
     }
@@ -227,27 +227,27 @@ static void print_text(const char *path, struct memtrace_reader *r, const struct
         value_row(key, v);
     }
 
-    row("events", "%s", mt_fmt_count(a, sizeof(a), in->events));
+    row("events", "%s", cli_fmt_count(a, sizeof(a), in->events));
     for (int k = 0; k < MEMTRACE_ACTION_COUNT; k++)
         if (in->actions[k])
-            sub_row(memtrace_action_name(k), mt_fmt_count(a, sizeof(a), in->actions[k]));
+            sub_row(memtrace_action_name(k), cli_fmt_count(a, sizeof(a), in->actions[k]));
     if (in->unknown_actions)
-        sub_row("unknown", mt_fmt_count(a, sizeof(a), in->unknown_actions));
+        sub_row("unknown", cli_fmt_count(a, sizeof(a), in->unknown_actions));
     row("stacks", "%s distinct, %s frames",
-        mt_fmt_count(a, sizeof(a), memtrace_reader_stack_count(r)),
-        mt_fmt_count(b, sizeof(b), memtrace_reader_frame_count(r)));
+        cli_fmt_count(a, sizeof(a), memtrace_reader_stack_count(r)),
+        cli_fmt_count(b, sizeof(b), memtrace_reader_frame_count(r)));
     row("segments", "%s in the final state",
-        mt_fmt_count(a, sizeof(a), memtrace_reader_segment_count(r)));
+        cli_fmt_count(a, sizeof(a), memtrace_reader_segment_count(r)));
     if (in->events)
         row("time span", "%s (%" PRIu64 " .. %" PRIu64 " ns)",
-            mt_fmt_duration(c, sizeof(c), in->t_max - in->t_min), in->t_min, in->t_max);
+            cli_fmt_duration(c, sizeof(c), in->t_max - in->t_min), in->t_min, in->t_max);
     if (end) {
         uint64_t dropped = 0;
         json_t *ov = json_object_get(end, "overflowed");
         if (!ov)
             ov = json_object_get(end, "overflow");
         meta_u64(end, "dropped", &dropped);
-        row("dropped", "%s events%s", mt_fmt_count(a, sizeof(a), dropped),
+        row("dropped", "%s events%s", cli_fmt_count(a, sizeof(a), dropped),
             json_is_true(ov) || (json_is_integer(ov) && json_integer_value(ov))
                 ? " (the history ring overflowed)"
                 : "");
@@ -268,67 +268,67 @@ static int print_json(const char *path, struct memtrace_reader *r, const struct 
 {
     char a[64];
     json_t *o = json_object();
-    json_object_set_new(o, "file", mt_json_str(path));
+    json_object_set_new(o, "file", cli_json_str(path));
     json_object_set_new(o, "format_version", json_integer(memtrace_reader_version(r)));
-    json_object_set_new(o, "file_size", mt_json_u64(memtrace_reader_file_size(r)));
+    json_object_set_new(o, "file_size", cli_json_u64(memtrace_reader_file_size(r)));
     int truncated = memtrace_reader_truncated(r);
     json_object_set_new(o, "complete", json_boolean(!truncated));
     json_object_set_new(o, "truncated", json_boolean(truncated));
     if (truncated)
-        json_object_set_new(o, "truncated_at", mt_json_u64(memtrace_reader_offset(r)));
+        json_object_set_new(o, "truncated_at", cli_json_u64(memtrace_reader_offset(r)));
     json_object_set_new(o, "meta", meta ? json_incref(meta) : json_object());
     uint64_t wall, mono;
-    if (mt_meta_clock(meta, &wall, &mono))
-        json_object_set_new(o, "start_time", json_string(mt_fmt_utc(a, sizeof(a), wall)));
+    if (cli_meta_clock(meta, &wall, &mono))
+        json_object_set_new(o, "start_time", json_string(cli_fmt_utc(a, sizeof(a), wall)));
     else
         json_object_set_new(o, "start_time", json_null());
     json_t *devices = json_object_get(meta, "devices");
     json_object_set_new(o, "devices", json_is_array(devices) ? json_incref(devices) : json_array());
-    json_object_set_new(o, "events", mt_json_u64(in->events));
+    json_object_set_new(o, "events", cli_json_u64(in->events));
     json_t *acts = json_object();
     for (int k = 0; k < MEMTRACE_ACTION_COUNT; k++)
-        json_object_set_new(acts, memtrace_action_name(k), mt_json_u64(in->actions[k]));
+        json_object_set_new(acts, memtrace_action_name(k), cli_json_u64(in->actions[k]));
     if (in->unknown_actions)
-        json_object_set_new(acts, "unknown", mt_json_u64(in->unknown_actions));
+        json_object_set_new(acts, "unknown", cli_json_u64(in->unknown_actions));
     json_object_set_new(o, "actions", acts);
     json_object_set_new(o, "stacks", json_integer(memtrace_reader_stack_count(r)));
     json_object_set_new(o, "frames", json_integer(memtrace_reader_frame_count(r)));
-    json_object_set_new(o, "segments", mt_json_u64(memtrace_reader_segment_count(r)));
-    json_object_set_new(o, "state_time_ns", mt_json_u64(memtrace_reader_state_time(r)));
-    json_object_set_new(o, "first_time_ns", mt_json_u64(in->events ? in->t_min : 0));
-    json_object_set_new(o, "last_time_ns", mt_json_u64(in->events ? in->t_max : 0));
-    json_object_set_new(o, "duration_ns", mt_json_u64(in->events ? in->t_max - in->t_min : 0));
+    json_object_set_new(o, "segments", cli_json_u64(memtrace_reader_segment_count(r)));
+    json_object_set_new(o, "state_time_ns", cli_json_u64(memtrace_reader_state_time(r)));
+    json_object_set_new(o, "first_time_ns", cli_json_u64(in->events ? in->t_min : 0));
+    json_object_set_new(o, "last_time_ns", cli_json_u64(in->events ? in->t_max : 0));
+    json_object_set_new(o, "duration_ns", cli_json_u64(in->events ? in->t_max - in->t_min : 0));
     uint64_t dropped = 0;
     json_t *ov = json_object_get(end, "overflowed");
     if (!ov)
         ov = json_object_get(end, "overflow");
     meta_u64(end, "dropped", &dropped);
-    json_object_set_new(o, "dropped", mt_json_u64(dropped));
+    json_object_set_new(o, "dropped", cli_json_u64(dropped));
     json_object_set_new(
         o, "overflowed",
         json_boolean(json_is_true(ov) || (json_is_integer(ov) && json_integer_value(ov))));
     json_object_set_new(o, "end", end ? json_incref(end) : json_null());
-    return mt_json_print(o);
+    return cli_json_print(o);
 }
 
-int mt_cmd_info(int argc, char **argv)
+int cli_cmd_info(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &info_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &info_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("info", "'info' needs a FILE argument");
+        return cli_usage_error("info", "'info' needs a FILE argument");
     if (npos > 1)
-        return mt_usage_error("info", "'info' takes one file, got '%s' and '%s'", pos[0], pos[1]);
+        return cli_usage_error("info", "'info' takes one file, got '%s' and '%s'", pos[0], pos[1]);
     const char *path = pos[0];
 
-    struct mt_replay *in = mt_replay_open_cli(path, NULL);
+    struct mt_replay *in = cli_replay_open_cli(path, NULL);
     if (!in)
-        return MT_EXIT_FAIL;
-    int status = mt_replay_run_cli(in, "info");
-    if (status != MT_EXIT_OK) {
+        return CLI_EXIT_FAIL;
+    int status = cli_replay_run_cli(in, "info");
+    if (status != CLI_EXIT_OK) {
         mt_replay_close(in);
         return status;
     }

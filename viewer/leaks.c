@@ -13,20 +13,20 @@
 
 static int json;
 static long long ntop = 10, depth = 16;
-static struct mt_filter_opts fo;
+static struct cli_filter_opts fo;
 
-static const struct mt_opt leaks_opts[] = {
-    MT_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
+static const struct cli_opt leaks_opts[] = {
+    CLI_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
                   "show the N largest stacks (default 10, 0: all)"),
-    MT_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
+    CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                   "show at most N frames of each stack (default 16, 0: all)"),
-    MT_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
-    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print sizes in bytes instead of KiB, MiB, GiB"),
-    MT_FILTER_OPTIONS(&fo),
-    MT_OPTION_END,
+    CLI_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
+    CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes instead of KiB, MiB, GiB"),
+    CLI_FILTER_OPTIONS(&fo),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help leaks_help = {
+static const struct cli_help leaks_help = {
     "leaks",
     "memtrace leaks FILE... [--top N] [--depth N] [--json] [--bytes] [--device N] [--stream S]\n"
     "       [--min-size SIZE] [--category NAME] [--from WHEN] [--to WHEN]",
@@ -49,24 +49,24 @@ struct end {
 };
 
 static json_t *leaks_json(const char *path, const struct mt_replay *rp, const struct end *e,
-                          const struct mt_rank *rk, const struct mt_rank_view *v)
+                          const struct cli_rank *rk, const struct cli_rank_view *v)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "file", mt_json_str(path));
+    json_object_set_new(j, "file", cli_json_str(path));
     json_object_set_new(j, "truncated", json_boolean(mt_replay_truncated(rp)));
-    json_object_set_new(j, "end_event", e->found ? mt_json_u64(e->index) : json_null());
-    json_object_set_new(j, "end_time_ns", e->found ? mt_json_u64(e->time) : json_null());
+    json_object_set_new(j, "end_event", e->found ? cli_json_u64(e->index) : json_null());
+    json_object_set_new(j, "end_time_ns", e->found ? cli_json_u64(e->time) : json_null());
     json_object_set_new(j, "since_event",
-                        e->since != UINT64_MAX ? mt_json_u64(e->since) : json_null());
-    json_object_set_new(j, "bytes", mt_json_u64(rk->bytes));
-    json_object_set_new(j, "count", mt_json_u64(rk->count));
-    json_object_set_new(j, "distinct_stacks", mt_json_u64(rk->n));
-    json_object_set_new(j, "stacks", mt_rank_json(rk, v));
+                        e->since != UINT64_MAX ? cli_json_u64(e->since) : json_null());
+    json_object_set_new(j, "bytes", cli_json_u64(rk->bytes));
+    json_object_set_new(j, "count", cli_json_u64(rk->count));
+    json_object_set_new(j, "distinct_stacks", cli_json_u64(rk->n));
+    json_object_set_new(j, "stacks", cli_rank_json(rk, v));
     return j;
 }
 
 static void print_text(const char *path, const struct mt_replay *rp, const struct end *e,
-                       const struct mt_rank *rk, const struct mt_rank_view *v)
+                       const struct cli_rank *rk, const struct cli_rank_view *v)
 {
     char a[64], b[64];
     if (mt_replay_truncated(rp))
@@ -81,81 +81,81 @@ static void print_text(const char *path, const struct mt_replay *rp, const struc
         return;
     }
     printf("alive %s (event %" PRIu64 "): %s (%" PRIu64 " bytes) in %s blocks from %zu stacks",
-           where, e->index, mt_fmt_bytes(a, sizeof(a), rk->bytes), rk->bytes,
-           mt_fmt_count(b, sizeof(b), rk->count), rk->n);
+           where, e->index, cli_fmt_bytes(a, sizeof(a), rk->bytes), rk->bytes,
+           cli_fmt_count(b, sizeof(b), rk->count), rk->n);
     if (e->since != UINT64_MAX && e->since > 0)
         printf(", allocated since event %" PRIu64, e->since);
     printf("\n");
     if (rk->n == 0)
         return;
-    printf("\nTop %zu of %zu stacks:\n", mt_rank_shown(rk, v->ntop), rk->n);
-    mt_rank_print(stdout, rk, v);
+    printf("\nTop %zu of %zu stacks:\n", cli_rank_shown(rk, v->ntop), rk->n);
+    cli_rank_print(stdout, rk, v);
 }
 
 static struct mt_filter filter;
 
 /* One file: its own output, and the figure of the table of several. */
-static int leaks_file(const char *path, struct mt_file_part *part)
+static int leaks_file(const char *path, struct cli_file_part *part)
 {
     int rc;
-    struct mt_replay *rp = mt_replay_open_cli(path, &filter);
+    struct mt_replay *rp = cli_replay_open_cli(path, &filter);
     if (!rp)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
 
     struct end e = {.since = UINT64_MAX};
-    struct mt_progress prog;
-    mt_progress_init(&prog, rp->r, "leaks", 0);
+    struct cli_progress prog;
+    cli_progress_init(&prog, rp->r, "leaks", 0);
     while ((rc = mt_replay_next(rp)) == 1) {
         e.found = 1;
         e.index = rp->index;
         e.time = rp->ev.time_ns;
         if (rp->in_window && e.since == UINT64_MAX)
             e.since = rp->index;
-        mt_progress_update(&prog, rp->events);
+        cli_progress_update(&prog, rp->events);
     }
-    mt_progress_done(&prog);
-    int status = mt_replay_done_cli(rp, rc);
+    cli_progress_done(&prog);
+    int status = cli_replay_done_cli(rp, rc);
 
-    struct mt_rank rk = {0};
-    if (status == MT_EXIT_OK && mt_rank_init(&rk, rp) != 0) {
-        mt_error("out of memory while grouping the stacks of %s", path);
-        status = MT_EXIT_FAIL;
+    struct cli_rank rk = {0};
+    if (status == CLI_EXIT_OK && cli_rank_init(&rk, rp) != 0) {
+        cli_error("out of memory while grouping the stacks of %s", path);
+        status = CLI_EXIT_FAIL;
     }
-    if (status == MT_EXIT_OK) {
-        mt_rank_live_since(&rk, &rp->blocks, e.since);
-        mt_rank_finish(&rk, MT_RANK_BYTES);
-        struct mt_rank_view v = {rp->r, (size_t)ntop, depth == 0 ? -1 : (int)depth, MT_RANK_BYTES,
+    if (status == CLI_EXIT_OK) {
+        cli_rank_live_since(&rk, &rp->blocks, e.since);
+        cli_rank_finish(&rk, CLI_RANK_BYTES);
+        struct cli_rank_view v = {rp->r, (size_t)ntop, depth == 0 ? -1 : (int)depth, CLI_RANK_BYTES,
                                  0};
         part->bytes = rk.bytes;
         part->count = rk.count;
-        mt_file_part_fill(part, rp);
+        cli_file_part_fill(part, rp);
         if (json)
             part->json = leaks_json(path, rp, &e, &rk, &v);
         else
             print_text(path, rp, &e, &rk, &v);
     }
-    mt_rank_free(&rk);
+    cli_rank_free(&rk);
     mt_replay_close(rp);
     return status;
 }
 
-int mt_cmd_leaks(int argc, char **argv)
+int cli_cmd_leaks(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &leaks_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &leaks_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("leaks", "'leaks' needs a FILE argument");
-    if (mt_filter_from_opts("leaks", &fo, &filter) != 0)
-        return MT_EXIT_USAGE;
+        return cli_usage_error("leaks", "'leaks' needs a FILE argument");
+    if (cli_filter_from_opts("leaks", &fo, &filter) != 0)
+        return CLI_EXIT_USAGE;
     if (npos > 1)
-        return mt_run_files(pos, npos, json, "alive", leaks_file);
-    struct mt_file_part part = {.path = pos[0]};
+        return cli_run_files(pos, npos, json, "alive", leaks_file);
+    struct cli_file_part part = {.path = pos[0]};
     int status = leaks_file(pos[0], &part);
-    if (status == MT_EXIT_OK && json)
-        status = mt_json_print(json_incref(part.json));
+    if (status == CLI_EXIT_OK && json)
+        status = cli_json_print(json_incref(part.json));
     json_decref(part.json);
     json_decref(part.rank);
     return status;

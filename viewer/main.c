@@ -15,21 +15,21 @@ struct mt_cmd {
 };
 
 static const struct mt_cmd commands[] = {
-    {"info", mt_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
-    {"summary", mt_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
-    {"peak", mt_cmd_peak, "what was alive at the peak (or at a point), grouped by stack"},
-    {"leaks", mt_cmd_leaks, "what is still alive at the end (or of a window), by stack"},
-    {"top", mt_cmd_top, "stacks ranked by bytes, count or temporary allocations"},
-    {"segments", mt_cmd_segments, "the segment map at a point: blocks, free gaps, fragmentation"},
-    {"timeline", mt_cmd_timeline, "allocated, reserved and device memory over time: chart, csv"},
-    {"stats", mt_cmd_stats, "allocator statistics as PyTorch's memory_stats() names them"},
-    {"diff", mt_cmd_diff, "compare two files, or two points of one, stack by stack"},
-    {"flamegraph", mt_cmd_flamegraph, "folded stacks or an SVG flame graph of a cost"},
-    {"export", mt_cmd_export,
+    {"info", cli_cmd_info, "describe a .memtrace file: metadata, devices, event counts"},
+    {"summary", cli_cmd_summary, "peaks, totals and the largest stacks alive at the peak"},
+    {"peak", cli_cmd_peak, "what was alive at the peak (or at a point), grouped by stack"},
+    {"leaks", cli_cmd_leaks, "what is still alive at the end (or of a window), by stack"},
+    {"top", cli_cmd_top, "stacks ranked by bytes, count or temporary allocations"},
+    {"segments", cli_cmd_segments, "the segment map at a point: blocks, free gaps, fragmentation"},
+    {"timeline", cli_cmd_timeline, "allocated, reserved and device memory over time: chart, csv"},
+    {"stats", cli_cmd_stats, "allocator statistics as PyTorch's memory_stats() names them"},
+    {"diff", cli_cmd_diff, "compare two files, or two points of one, stack by stack"},
+    {"flamegraph", cli_cmd_flamegraph, "folded stacks or an SVG flame graph of a cost"},
+    {"export", cli_cmd_export,
      "write a file as a PyTorch snapshot, Perfetto, speedscope, folded, CSV"},
-    {"import", mt_cmd_import, "convert a PyTorch memory snapshot (pickle or JSON) to .memtrace"},
-    {"merge", mt_cmd_merge, "merge files of several ranks or processes into one"},
-    {"run", mt_cmd_run, "run a command under the preload library, recording device memory"},
+    {"import", cli_cmd_import, "convert a PyTorch memory snapshot (pickle or JSON) to .memtrace"},
+    {"merge", cli_cmd_merge, "merge files of several ranks or processes into one"},
+    {"run", cli_cmd_run, "run a command under the preload library, recording device memory"},
 };
 
 static const struct mt_cmd *find_cmd(const char *name)
@@ -57,38 +57,38 @@ static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return MT_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
         usage(stdout);
-        return MT_EXIT_OK;
+        return CLI_EXIT_OK;
     }
     if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
         printf("memtrace %s (libmemtrace %s)\n", PACKAGE_VERSION, memtrace_version());
-        return MT_EXIT_OK;
+        return CLI_EXIT_OK;
     }
     if (strcmp(name, "help") == 0) {
         if (argc < 3) {
             usage(stdout);
-            return MT_EXIT_OK;
+            return CLI_EXIT_OK;
         }
         const struct mt_cmd *c = find_cmd(argv[2]);
         if (!c) {
-            mt_error("unknown command '%s'; see 'memtrace --help'", argv[2]);
-            return MT_EXIT_USAGE;
+            cli_error("unknown command '%s'; see 'memtrace --help'", argv[2]);
+            return CLI_EXIT_USAGE;
         }
         char *help_argv[] = {argv[2], "--help", NULL};
         return c->fn(2, help_argv);
     }
     if (name[0] == '-') {
-        mt_error("unknown option '%s'; see 'memtrace --help'", name);
-        return MT_EXIT_USAGE;
+        cli_error("unknown option '%s'; see 'memtrace --help'", name);
+        return CLI_EXIT_USAGE;
     }
     const struct mt_cmd *c = find_cmd(name);
     if (!c) {
-        mt_error("unknown command '%s'; see 'memtrace --help'", name);
-        return MT_EXIT_USAGE;
+        cli_error("unknown command '%s'; see 'memtrace --help'", name);
+        return CLI_EXIT_USAGE;
     }
     return c->fn(argc - 1, argv + 1);
 }
@@ -100,10 +100,10 @@ int main(int argc, char **argv)
     int rc = dispatch(argc, argv);
     errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        if (rc == MT_EXIT_OK) {
-            mt_error("cannot write the output: %s",
+        if (rc == CLI_EXIT_OK) {
+            cli_error("cannot write the output: %s",
                      errno ? strerror(errno) : "error writing to standard output");
-            rc = MT_EXIT_FAIL;
+            rc = CLI_EXIT_FAIL;
         }
     }
     return rc;

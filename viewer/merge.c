@@ -10,13 +10,13 @@
 static const char *output;
 static int force;
 
-static const struct mt_opt merge_opts[] = {
-    MT_OPTION_STRING('o', "output", &output, "OUT", "the merged .memtrace file (required)"),
-    MT_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
-    MT_OPTION_END,
+static const struct cli_opt merge_opts[] = {
+    CLI_OPTION_STRING('o', "output", &output, "OUT", "the merged .memtrace file (required)"),
+    CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help merge_help = {
+static const struct cli_help merge_help = {
     "merge",
     "memtrace merge -o OUT [--force] FILE...",
     "Merges .memtrace files (one per rank or process) into one multi-device file.\n"
@@ -30,29 +30,29 @@ static const struct mt_help merge_help = {
     0,
 };
 
-int mt_cmd_merge(int argc, char **argv)
+int cli_cmd_merge(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
     output = NULL;
-    int rc = mt_options_parse(argc, argv, &merge_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &merge_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (!output)
-        return mt_usage_error("merge", "'merge' needs -o OUT");
+        return cli_usage_error("merge", "'merge' needs -o OUT");
     if (npos < 1)
-        return mt_usage_error("merge", "'merge' needs at least one FILE");
-    if (mt_output_allowed(output, force) != 0)
-        return MT_EXIT_FAIL;
+        return cli_usage_error("merge", "'merge' needs at least one FILE");
+    if (cli_output_allowed(output, force) != 0)
+        return CLI_EXIT_FAIL;
     struct mt_merge_stats st;
     struct memtrace_errinfo err;
     if (mt_merge((const char *const *)pos, (size_t)npos, output, force ? MT_WRITER_OVERWRITE : 0,
                  &st, &err) != 0) {
-        mt_error("%s", err.text);
-        return MT_EXIT_FAIL;
+        cli_error("%s", err.text);
+        return CLI_EXIT_FAIL;
     }
     printf("%d files, %llu events -> %s (devices %s, times %s)\n", npos,
            (unsigned long long)st.events, output, st.renumbered ? "renumbered" : "kept",
            st.aligned ? "on the wall clock" : "as recorded");
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }

@@ -26,24 +26,24 @@ static const char *output, *stacks;
 static long long flush_ms;
 static int caching;
 
-static const struct mt_opt run_opts[] = {
-    MT_OPTION_STRING('o', "output", &output, "PATTERN",
+static const struct cli_opt run_opts[] = {
+    CLI_OPTION_STRING('o', "output", &output, "PATTERN",
                      "output path; %p is the pid, %r the rank, %h the host, %% a percent sign "
                      "(default " MTX_DEFAULT_OUTPUT ", one file per process)"),
-    MT_OPTION_STRING(0, "stacks", &stacks, "KIND[:N]|N|none",
+    CLI_OPTION_STRING(0, "stacks", &stacks, "KIND[:N]|N|none",
                      "which frames: all (native, with Python frames in place of the "
                      "interpreter's), native or python (Python frames only); N frames per "
                      "stack, 0 to 128, or none (default all:32)"),
-    MT_OPTION_INT(0, "flush-ms", &flush_ms, "N", 1, 3600000,
+    CLI_OPTION_INT(0, "flush-ms", &flush_ms, "N", 1, 3600000,
                   "longest time between flushes to the file, in ms (default 1000)"),
-    MT_OPTION_BOOL(0, "caching", &caching,
+    CLI_OPTION_BOOL(0, "caching", &caching,
                    "serve the command's cuMemAlloc_v2/cudaMalloc (and their async forms) from "
                    "memtrace's caching allocator, recording its blocks and segments "
                    "(MEMTRACE_CACHING=1)"),
-    MT_OPTION_END,
+    CLI_OPTION_END,
 };
 
-static const struct mt_help run_help = {
+static const struct cli_help run_help = {
     "run",
     "memtrace run [-o PATTERN] [--stacks KIND[:N]|N|none] [--flush-ms N] [--caching] [--] COMMAND "
     "[ARGS...]",
@@ -108,32 +108,32 @@ static int find_preload(char *out, size_t size)
 /* One line per file, with the figures `memtrace summary` would give. */
 static void summarise(const char *path)
 {
-    struct mt_peaks p;
-    if (mt_summary_peaks(path, &p) != MT_EXIT_OK)
+    struct cli_peaks p;
+    if (cli_summary_peaks(path, &p) != CLI_EXIT_OK)
         return;
     char b1[32], b2[32], b3[32];
     if (p.peak_allocated > 0)
         fprintf(stderr, "memtrace: %s: %s events, peak allocated %s, peak reserved %s%s\n", path,
-                mt_fmt_count(b1, sizeof b1, p.events),
-                mt_fmt_bytes(b3, sizeof b3, p.peak_allocated),
-                mt_fmt_bytes(b2, sizeof b2, p.peak_reserved), p.truncated ? " (truncated)" : "");
+                cli_fmt_count(b1, sizeof b1, p.events),
+                cli_fmt_bytes(b3, sizeof b3, p.peak_allocated),
+                cli_fmt_bytes(b2, sizeof b2, p.peak_reserved), p.truncated ? " (truncated)" : "");
     else
         fprintf(stderr, "memtrace: %s: %s events, peak reserved %s%s\n", path,
-                mt_fmt_count(b1, sizeof b1, p.events), mt_fmt_bytes(b2, sizeof b2, p.peak_reserved),
+                cli_fmt_count(b1, sizeof b1, p.events), cli_fmt_bytes(b2, sizeof b2, p.peak_reserved),
                 p.truncated ? " (truncated)" : "");
 }
 
-int mt_cmd_run(int argc, char **argv)
+int cli_cmd_run(int argc, char **argv)
 {
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int npos;
     if (!pos)
-        return MT_EXIT_FAIL;
-    int rc = mt_options_parse(argc, argv, &run_help, pos, &npos);
+        return CLI_EXIT_FAIL;
+    int rc = cli_options_parse(argc, argv, &run_help, pos, &npos);
     char **cmd = npos ? &argv[argc - npos] : NULL;
     free(pos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     long long n;
     const char *depth = stacks;
     if (stacks != NULL) {
@@ -145,24 +145,24 @@ int mt_cmd_run(int argc, char **argv)
         }
     }
     if (depth && strcmp(depth, "none") != 0 && (depth[0] < '0' || depth[0] > '9'))
-        return mt_usage_error("run",
+        return cli_usage_error("run",
                               "--stacks takes all, native or python (each with an optional "
                               ":N), a depth N or none, not '%s'",
                               stacks);
-    if (depth && strcmp(depth, "none") != 0 && mt_parse_int("run", "stacks", depth, 0, 128, &n))
-        return MT_EXIT_USAGE;
+    if (depth && strcmp(depth, "none") != 0 && cli_parse_int("run", "stacks", depth, 0, 128, &n))
+        return CLI_EXIT_USAGE;
     char flush[32] = "";
     if (flush_ms)
         snprintf(flush, sizeof flush, "%lld", flush_ms);
     if (cmd == NULL)
-        return mt_usage_error("run", "no command to run");
+        return cli_usage_error("run", "no command to run");
 
     char preload[4096];
     if (find_preload(preload, sizeof preload) != 0) {
-        mt_error("cannot find %s (looked next to this program and in %s); set " MTX_ENV_PRELOAD
+        cli_error("cannot find %s (looked next to this program and in %s); set " MTX_ENV_PRELOAD
                  " to its path",
                  PRELOAD_NAME, MT_PKGLIBDIR);
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     }
     /* Prepended, except that a sanitizer runtime must stay first. */
     const char *old = getenv("LD_PRELOAD");
@@ -177,7 +177,7 @@ int mt_cmd_run(int argc, char **argv)
     size_t len = strlen(preload) + strlen(old) + 3;
     char *ld = malloc(len);
     if (ld == NULL)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     if (keep > 0)
         snprintf(ld, len, "%.*s %s%s", (int)keep, old, preload, old + keep);
     else
@@ -203,12 +203,12 @@ int mt_cmd_run(int argc, char **argv)
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        mt_error("cannot fork: %s", strerror(errno));
-        return MT_EXIT_FAIL;
+        cli_error("cannot fork: %s", strerror(errno));
+        return CLI_EXIT_FAIL;
     }
     if (pid == 0) {
         execvp(cmd[0], cmd);
-        mt_error("cannot run %s: %s", cmd[0], strerror(errno));
+        cli_error("cannot run %s: %s", cmd[0], strerror(errno));
         _exit(127);
     }
     child_pid = pid;

@@ -16,23 +16,23 @@
 static int json;
 static long long width = 48;
 static struct mt_point at;
-static struct mt_filter_opts fo;
+static struct cli_filter_opts fo;
 
-static const struct mt_opt segments_opts[] = {
-    MT_OPTION_POINT(0, "at", &at, "WHEN",
+static const struct cli_opt segments_opts[] = {
+    CLI_OPTION_POINT(0, "at", &at, "WHEN",
                     "show the map after event WHEN: a time after the first event (1.5s, "
                     "20ms; the last event at or before it), an event index (#123), or an "
                     "annotation's name (its first event); default: the peak of reserved "
                     "memory"),
-    MT_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
-    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print sizes in bytes, not in KiB/MiB/GiB"),
-    MT_OPTION_INT('w', "width", &width, "N", 4, 1000,
+    CLI_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
+    CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes, not in KiB/MiB/GiB"),
+    CLI_OPTION_INT('w', "width", &width, "N", 4, 1000,
                   "draw each segment's bar N characters wide (default 48)"),
-    MT_FILTER_OPTIONS(&fo),
-    MT_OPTION_END,
+    CLI_FILTER_OPTIONS(&fo),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help segments_help = {
+static const struct cli_help segments_help = {
     "segments",
     "memtrace segments FILE [--at WHEN] [--json] [--bytes] [--width N] [filters]",
     "Replays FILE to one event (by default the one at which reserved memory peaked)\n"
@@ -90,17 +90,17 @@ static int sorted(const struct mt_addrtab *t, const struct mt_live ***out, size_
 }
 
 /* Finds the event index the map is shown at: a first pass over the file. Returns an
- * MT_EXIT_* status; *none is set when the point is not in the file. */
+ * CLI_EXIT_* status; *none is set when the point is not in the file. */
 static int find_point(const char *path, const struct mt_filter *f, uint64_t *index, int *none)
 {
     *none = 0;
     if (at.kind == MT_POINT_EVENT) {
         *index = at.value;
-        return MT_EXIT_OK;
+        return CLI_EXIT_OK;
     }
-    struct mt_replay *rp = mt_replay_open_cli(path, f);
+    struct mt_replay *rp = cli_replay_open_cli(path, f);
     if (!rp)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     int rc, found = 0;
     while ((rc = mt_replay_next(rp)) == 1) {
         const struct memtrace_event *ev = &rp->ev;
@@ -119,8 +119,8 @@ static int find_point(const char *path, const struct mt_filter *f, uint64_t *ind
             }
         }
     }
-    int status = rc == 1 ? MT_EXIT_OK : mt_replay_done_cli(rp, rc);
-    if (status == MT_EXIT_OK && at.kind == MT_POINT_NONE) {
+    int status = rc == 1 ? CLI_EXIT_OK : cli_replay_done_cli(rp, rc);
+    if (status == CLI_EXIT_OK && at.kind == MT_POINT_NONE) {
         found = 1;
         /* No segment ever: show the end. */
         *index = rp->reserved.peak ? rp->reserved.peak_index : UINT64_MAX;
@@ -240,12 +240,12 @@ static void bar(char *out, size_t w, const struct seg *g, const struct mt_live *
 static json_t *block_json(const struct mt_live *e)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "address", mt_json_u64(e->head.key));
-    json_object_set_new(o, "size", mt_json_u64(e->size));
-    json_object_set_new(o, "requested", mt_json_u64(e->requested));
+    json_object_set_new(o, "address", cli_json_u64(e->head.key));
+    json_object_set_new(o, "size", cli_json_u64(e->size));
+    json_object_set_new(o, "requested", cli_json_u64(e->requested));
     json_object_set_new(o, "state", json_string(e->pending ? "pending_free" : "allocated"));
     json_object_set_new(o, "stack", json_integer(e->stack));
-    json_object_set_new(o, "event", mt_json_u64(e->index));
+    json_object_set_new(o, "event", cli_json_u64(e->index));
     return o;
 }
 
@@ -264,33 +264,33 @@ static int print_json(const struct view *v)
     const struct mt_replay *rp = v->rp;
     char *b = malloc((size_t)width + 1);
     if (!b) {
-        mt_error("out of memory while drawing the segments of %s", v->path);
-        return MT_EXIT_FAIL;
+        cli_error("out of memory while drawing the segments of %s", v->path);
+        return CLI_EXIT_FAIL;
     }
     json_t *j = json_object();
     json_object_set_new(j, "file", json_string(v->path));
-    json_object_set_new(j, "event", rp->events ? mt_json_u64(rp->index) : json_null());
-    json_object_set_new(j, "time_ns", mt_json_u64(rp->events ? rp->ev.time_ns : 0));
-    json_object_set_new(j, "offset_ns", mt_json_u64(rp->events ? rp->ev.time_ns - rp->t_first : 0));
+    json_object_set_new(j, "event", rp->events ? cli_json_u64(rp->index) : json_null());
+    json_object_set_new(j, "time_ns", cli_json_u64(rp->events ? rp->ev.time_ns : 0));
+    json_object_set_new(j, "offset_ns", cli_json_u64(rp->events ? rp->ev.time_ns - rp->t_first : 0));
     json_t *arr = json_array();
     for (size_t k = 0; k < v->nseg; k++) {
         const struct seg *g = &v->segs[k];
         json_t *o = json_object();
-        json_object_set_new(o, "address", mt_json_u64(g->addr));
-        json_object_set_new(o, "size", mt_json_u64(g->size));
+        json_object_set_new(o, "address", cli_json_u64(g->addr));
+        json_object_set_new(o, "size", cli_json_u64(g->size));
         json_object_set_new(o, "device", json_integer(g->device));
-        json_object_set_new(o, "stream", mt_json_u64(g->stream));
+        json_object_set_new(o, "stream", cli_json_u64(g->stream));
         json_object_set_new(o, "pool", json_integer(g->pool));
         json_object_set_new(o, "source",
                             g->source ? json_string(memtrace_reader_string(rp->r, g->source))
                                       : json_null());
         json_object_set_new(o, "stack", json_integer(g->stack));
         json_object_set_new(o, "expandable", json_boolean(g->mapped));
-        json_object_set_new(o, "pieces", mt_json_u64(g->pieces));
-        json_object_set_new(o, "allocated_bytes", mt_json_u64(g->allocated));
-        json_object_set_new(o, "pending_free_bytes", mt_json_u64(g->pending));
-        json_object_set_new(o, "free_bytes", mt_json_u64(g->free));
-        json_object_set_new(o, "largest_free_bytes", mt_json_u64(g->gap));
+        json_object_set_new(o, "pieces", cli_json_u64(g->pieces));
+        json_object_set_new(o, "allocated_bytes", cli_json_u64(g->allocated));
+        json_object_set_new(o, "pending_free_bytes", cli_json_u64(g->pending));
+        json_object_set_new(o, "free_bytes", cli_json_u64(g->free));
+        json_object_set_new(o, "largest_free_bytes", cli_json_u64(g->gap));
         bar(b, (size_t)width, g, v->bv);
         json_object_set_new(o, "bar", json_string(b));
         json_t *blocks = json_array();
@@ -311,17 +311,17 @@ static int print_json(const struct view *v)
     }
     json_object_set_new(j, "outside", outside);
     json_t *t = json_object();
-    json_object_set_new(t, "segments", mt_json_u64(v->nseg));
-    json_object_set_new(t, "reserved_bytes", mt_json_u64(v->reserved));
-    json_object_set_new(t, "allocated_bytes", mt_json_u64(v->allocated));
-    json_object_set_new(t, "pending_free_bytes", mt_json_u64(v->pending));
-    json_object_set_new(t, "free_bytes", mt_json_u64(v->free));
-    json_object_set_new(t, "largest_free_bytes", mt_json_u64(v->gap));
-    json_object_set_new(t, "blocks", mt_json_u64(v->nb));
-    json_object_set_new(t, "outside_blocks", mt_json_u64(v->out_count));
-    json_object_set_new(t, "outside_bytes", mt_json_u64(v->out_bytes));
+    json_object_set_new(t, "segments", cli_json_u64(v->nseg));
+    json_object_set_new(t, "reserved_bytes", cli_json_u64(v->reserved));
+    json_object_set_new(t, "allocated_bytes", cli_json_u64(v->allocated));
+    json_object_set_new(t, "pending_free_bytes", cli_json_u64(v->pending));
+    json_object_set_new(t, "free_bytes", cli_json_u64(v->free));
+    json_object_set_new(t, "largest_free_bytes", cli_json_u64(v->gap));
+    json_object_set_new(t, "blocks", cli_json_u64(v->nb));
+    json_object_set_new(t, "outside_blocks", cli_json_u64(v->out_count));
+    json_object_set_new(t, "outside_bytes", cli_json_u64(v->out_bytes));
     json_object_set_new(j, "totals", t);
-    return mt_json_print(j);
+    return cli_json_print(j);
 }
 
 static int print_text(const struct view *v)
@@ -330,12 +330,12 @@ static int print_text(const struct view *v)
     char a[64], b[64], c[64], d[64], e[64], f[64], p[32];
     char *bb = malloc((size_t)width + 1);
     if (!bb) {
-        mt_error("out of memory while drawing the segments of %s", v->path);
-        return MT_EXIT_FAIL;
+        cli_error("out of memory while drawing the segments of %s", v->path);
+        return CLI_EXIT_FAIL;
     }
     if (rp->events)
         printf("segments of %s after event %" PRIu64 " (+%s)\n", v->path, rp->index,
-               mt_fmt_duration(a, sizeof(a), rp->ev.time_ns - rp->t_first));
+               cli_fmt_duration(a, sizeof(a), rp->ev.time_ns - rp->t_first));
     else
         printf("segments of %s: no events\n", v->path);
     printf("legend: '#' allocated, '+' pending free, '.' free (reserved, not allocated)\n");
@@ -350,10 +350,10 @@ static int print_text(const struct view *v)
         bar(bb, (size_t)width, g, v->bv);
         printf("0x%016" PRIx64 " %12s %4" PRId32 " %-10s %-5s %-18s %6zu %12s %12s %12s %12s  "
                "[%s]",
-               g->addr, mt_fmt_bytes(a, sizeof(a), g->size), g->device, stream,
+               g->addr, cli_fmt_bytes(a, sizeof(a), g->size), g->device, stream,
                pool_name(p, sizeof(p), g->pool), src, g->nblocks,
-               mt_fmt_bytes(b, sizeof(b), g->allocated), mt_fmt_bytes(c, sizeof(c), g->pending),
-               mt_fmt_bytes(d, sizeof(d), g->free), mt_fmt_bytes(e, sizeof(e), g->gap), bb);
+               cli_fmt_bytes(b, sizeof(b), g->allocated), cli_fmt_bytes(c, sizeof(c), g->pending),
+               cli_fmt_bytes(d, sizeof(d), g->free), cli_fmt_bytes(e, sizeof(e), g->gap), bb);
         if (g->pieces > 1)
             printf(" %" PRIu64 " pieces", g->pieces);
         putchar('\n');
@@ -361,15 +361,15 @@ static int print_text(const struct view *v)
     free(bb);
     if (v->out_count)
         printf("outside any segment: %" PRIu64 " blocks, %s\n", v->out_count,
-               mt_fmt_bytes(a, sizeof(a), v->out_bytes));
+               cli_fmt_bytes(a, sizeof(a), v->out_bytes));
     printf("total: %zu segments, reserved %s, allocated %s, pending %s, free %s (%.1f%% of "
            "reserved), largest gap %s, %zu blocks\n",
-           v->nseg, mt_fmt_bytes(a, sizeof(a), v->reserved),
-           mt_fmt_bytes(b, sizeof(b), v->allocated), mt_fmt_bytes(c, sizeof(c), v->pending),
-           mt_fmt_bytes(d, sizeof(d), v->free),
+           v->nseg, cli_fmt_bytes(a, sizeof(a), v->reserved),
+           cli_fmt_bytes(b, sizeof(b), v->allocated), cli_fmt_bytes(c, sizeof(c), v->pending),
+           cli_fmt_bytes(d, sizeof(d), v->free),
            v->reserved ? 100.0 * (double)v->free / (double)v->reserved : 0.0,
-           mt_fmt_bytes(f, sizeof(f), v->gap), v->nb);
-    return MT_EXIT_OK;
+           cli_fmt_bytes(f, sizeof(f), v->gap), v->nb);
+    return CLI_EXIT_OK;
 }
 
 static int show(const char *path, struct mt_replay *rp)
@@ -377,10 +377,10 @@ static int show(const char *path, struct mt_replay *rp)
     const struct mt_live **sv = NULL, **bv = NULL;
     size_t ns, nb;
     struct view v = {.path = path, .rp = rp};
-    int status = MT_EXIT_FAIL;
+    int status = CLI_EXIT_FAIL;
     if (sorted(&rp->segs, &sv, &ns) < 0 || sorted(&rp->blocks, &bv, &nb) < 0 ||
         (v.segs = build(sv, ns, bv, nb, &v.nseg)) == NULL) {
-        mt_error("out of memory while sorting the segments of %s", path);
+        cli_error("out of memory while sorting the segments of %s", path);
         goto out;
     }
     v.bv = bv;
@@ -409,41 +409,41 @@ out:
     return status;
 }
 
-int mt_cmd_segments(int argc, char **argv)
+int cli_cmd_segments(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &segments_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &segments_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("segments", "'segments' needs a FILE argument");
+        return cli_usage_error("segments", "'segments' needs a FILE argument");
     if (npos > 1)
-        return mt_usage_error("segments", "'segments' takes one file, got '%s' and '%s'", pos[0],
+        return cli_usage_error("segments", "'segments' takes one file, got '%s' and '%s'", pos[0],
                               pos[1]);
     struct mt_filter f;
-    if ((rc = mt_filter_from_opts("segments", &fo, &f)) != 0)
+    if ((rc = cli_filter_from_opts("segments", &fo, &f)) != 0)
         return rc;
     const char *path = pos[0];
     uint64_t index = UINT64_MAX;
     int none;
     int status = find_point(path, &f, &index, &none);
-    if (status != MT_EXIT_OK)
+    if (status != CLI_EXIT_OK)
         return status;
     if (none) {
         if (at.kind == MT_POINT_ANNOTATION)
-            mt_error("%s has no annotation named '%s' (for --at)", path, at.name);
+            cli_error("%s has no annotation named '%s' (for --at)", path, at.name);
         else
-            mt_error("%s has no event at or before %" PRIu64 " ns after its first (for --at)", path,
+            cli_error("%s has no event at or before %" PRIu64 " ns after its first (for --at)", path,
                      at.value);
-        return MT_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
-    struct mt_replay *rp = mt_replay_open_cli(path, &f);
+    struct mt_replay *rp = cli_replay_open_cli(path, &f);
     if (!rp)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     rc = mt_replay_to(rp, index);
-    status = rc == 1 ? MT_EXIT_OK : mt_replay_done_cli(rp, rc);
-    if (status == MT_EXIT_OK)
+    status = rc == 1 ? CLI_EXIT_OK : cli_replay_done_cli(rp, rc);
+    if (status == CLI_EXIT_OK)
         status = show(path, rp);
     mt_replay_close(rp);
     return status;

@@ -15,18 +15,18 @@
 #include "replay.h"
 
 static int json;
-static struct mt_filter_opts fo;
+static struct cli_filter_opts fo;
 
-static const struct mt_opt stats_opts[] = {
-    MT_OPTION_BOOL('j', "json", &json,
+static const struct cli_opt stats_opts[] = {
+    CLI_OPTION_BOOL('j', "json", &json,
                    "print one JSON object with PyTorch's key names (\"allocated_bytes.all."
                    "current\", ...)"),
-    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print sizes in bytes, not in KiB/MiB/GiB"),
-    MT_FILTER_OPTIONS(&fo),
-    MT_OPTION_END,
+    CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes, not in KiB/MiB/GiB"),
+    CLI_FILTER_OPTIONS(&fo),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help stats_help = {
+static const struct cli_help stats_help = {
     "stats",
     "memtrace stats FILE [--json] [--bytes] [filters]",
     "Replays FILE and prints the allocator's statistics as torch.cuda.memory_stats()\n"
@@ -293,7 +293,7 @@ static int print_json(const char *path, const struct stats *st, json_t *set)
 {
     char key[96];
     json_t *j = json_object();
-    json_object_set_new(j, "file", mt_json_str(path));
+    json_object_set_new(j, "file", cli_json_str(path));
     for (int s = 0; s < NSTAT; s++)
         for (int p = 0; p < NPOOL; p++) {
             static const char *const field[4] = {"current", "peak", "allocated", "freed"};
@@ -301,20 +301,20 @@ static int print_json(const char *path, const struct stats *st, json_t *set)
             const uint64_t f[4] = {v->current, v->peak, v->allocated, v->freed};
             for (int k = 0; k < 4; k++) {
                 snprintf(key, sizeof(key), "%s.%s.%s", stat_key[s], pool_key[p], field[k]);
-                json_object_set_new(j, key, mt_json_u64(f[k]));
+                json_object_set_new(j, key, cli_json_u64(f[k]));
             }
         }
-    json_object_set_new(j, "num_ooms", mt_json_u64(st->num_ooms));
-    json_object_set_new(j, "num_device_alloc", mt_json_u64(st->num_device_alloc));
-    json_object_set_new(j, "num_device_free", mt_json_u64(st->num_device_free));
+    json_object_set_new(j, "num_ooms", cli_json_u64(st->num_ooms));
+    json_object_set_new(j, "num_device_alloc", cli_json_u64(st->num_device_alloc));
+    json_object_set_new(j, "num_device_free", cli_json_u64(st->num_device_free));
     json_object_set_new(j, "allocator_settings", set ? json_incref(set) : json_null());
-    return mt_json_print(j);
+    return cli_json_print(j);
 }
 
 static const char *cell(char *buf, size_t size, uint64_t v, int bytes)
 {
     if (bytes)
-        return mt_fmt_bytes(buf, size, v);
+        return cli_fmt_bytes(buf, size, v);
     snprintf(buf, size, "%" PRIu64, v);
     return buf;
 }
@@ -380,44 +380,44 @@ static void take_level(struct stat *s, const struct mt_level *l)
     s->peak = l->peak;
 }
 
-int mt_cmd_stats(int argc, char **argv)
+int cli_cmd_stats(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &stats_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &stats_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("stats", "'stats' needs a FILE argument");
+        return cli_usage_error("stats", "'stats' needs a FILE argument");
     if (npos > 1)
-        return mt_usage_error("stats", "'stats' takes one file, got '%s' and '%s'", pos[0], pos[1]);
+        return cli_usage_error("stats", "'stats' takes one file, got '%s' and '%s'", pos[0], pos[1]);
     struct mt_filter f;
-    if ((rc = mt_filter_from_opts("stats", &fo, &f)) != 0)
+    if ((rc = cli_filter_from_opts("stats", &fo, &f)) != 0)
         return rc;
-    struct mt_replay *rp = mt_replay_open_cli(pos[0], &f);
+    struct mt_replay *rp = cli_replay_open_cli(pos[0], &f);
     if (!rp)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     struct stats st;
     memset(&st, 0, sizeof(st));
-    struct mt_progress prog;
-    mt_progress_init(&prog, rp->r, "stats", 0);
+    struct cli_progress prog;
+    cli_progress_init(&prog, rp->r, "stats", 0);
     while ((rc = mt_replay_next(rp)) == 1) {
-        mt_progress_update(&prog, rp->events);
+        cli_progress_update(&prog, rp->events);
         apply(&st, rp);
         if (st.nomem) {
             rc = MEMTRACE_ENOMEM;
             break;
         }
     }
-    mt_progress_done(&prog);
+    cli_progress_done(&prog);
     int status;
     if (rc == MEMTRACE_ENOMEM && memtrace_reader_error(rp->r)->code == 0) {
-        mt_error("out of memory while replaying %s", rp->path);
-        status = MT_EXIT_FAIL;
+        cli_error("out of memory while replaying %s", rp->path);
+        status = CLI_EXIT_FAIL;
     } else {
-        status = mt_replay_done_cli(rp, rc);
+        status = cli_replay_done_cli(rp, rc);
     }
-    if (status == MT_EXIT_OK) {
+    if (status == CLI_EXIT_OK) {
         /* The model's own levels for all pools: the same rules, kept in one place. */
         take_level(&st.s[S_ALLOCATED_BYTES][ALL], &rp->in_use);
         take_level(&st.s[S_ACTIVE_BYTES][ALL], &rp->allocated);

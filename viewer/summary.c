@@ -16,17 +16,17 @@
 static int json;
 static long long ntop = 10, depth = 16;
 
-static const struct mt_opt summary_opts[] = {
-    MT_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
-    MT_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
+static const struct cli_opt summary_opts[] = {
+    CLI_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
+    CLI_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
                   "show the N largest stacks alive at the peak (default 10, 0: all)"),
-    MT_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
+    CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                   "show at most N frames of each stack (default 16, 0: all)"),
-    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print sizes in bytes, not KiB, MiB, GiB"),
-    MT_OPTION_END,
+    CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes, not KiB, MiB, GiB"),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help summary_help = {
+static const struct cli_help summary_help = {
     "summary",
     "memtrace summary FILE [--json] [--top N] [--depth N] [--bytes]\n"
     "       memtrace summary FILE1 FILE2... [--json] [--bytes]",
@@ -74,15 +74,15 @@ static int group_at_peak(const struct mt_replay *rp, struct top *top)
     const struct mt_level *l = blocks ? &rp->allocated : &rp->reserved;
     const struct mt_tallies *ts = blocks ? &rp->block_stacks : &rp->seg_stacks;
     if (l->peak == 0)
-        return MT_EXIT_OK;
+        return CLI_EXIT_OK;
     top->of = blocks ? "allocated" : "reserved";
     top->event = l->peak_index;
     top->time = l->peak_time;
     top->bytes = l->peak;
     top->groups = calloc(ts->n ? ts->n : 1, sizeof(*top->groups));
     if (!top->groups) {
-        mt_error("out of memory while grouping the stacks of %s", rp->path);
-        return MT_EXIT_FAIL;
+        cli_error("out of memory while grouping the stacks of %s", rp->path);
+        return CLI_EXIT_FAIL;
     }
     for (size_t k = 0; k < ts->n; k++) {
         uint64_t bytes, count;
@@ -94,28 +94,28 @@ static int group_at_peak(const struct mt_replay *rp, struct top *top)
         top->live_count += count;
     }
     qsort(top->groups, top->ngroups, sizeof(*top->groups), group_cmp);
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 /* Replays path to the end: one pass, which the peak's stacks need no second one for. */
 static int replay_file(const char *path, struct mt_replay **out, int *have_wall, uint64_t *wall0,
                        uint64_t *mono0)
 {
-    struct mt_replay *rp = mt_replay_open_cli(path, NULL);
+    struct mt_replay *rp = cli_replay_open_cli(path, NULL);
     *out = NULL;
     if (!rp)
-        return MT_EXIT_FAIL;
-    int status = mt_replay_run_cli(rp, "summary");
-    if (status != MT_EXIT_OK) {
+        return CLI_EXIT_FAIL;
+    int status = cli_replay_run_cli(rp, "summary");
+    if (status != CLI_EXIT_OK) {
         mt_replay_close(rp);
         return status;
     }
     const char *text = memtrace_reader_meta(rp->r);
     json_t *meta = text ? json_loads(text, 0, NULL) : NULL;
-    *have_wall = mt_meta_clock(meta, wall0, mono0) && *mono0 != 0;
+    *have_wall = cli_meta_clock(meta, wall0, mono0) && *mono0 != 0;
     json_decref(meta);
     *out = rp;
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 struct out {
@@ -137,8 +137,8 @@ static uint64_t wall_of(const struct out *o, uint64_t t)
 static json_t *tally_json(const struct mt_count *t)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "count", mt_json_u64(t->count));
-    json_object_set_new(o, "bytes", mt_json_u64(t->bytes));
+    json_object_set_new(o, "count", cli_json_u64(t->count));
+    json_object_set_new(o, "bytes", cli_json_u64(t->bytes));
     return o;
 }
 
@@ -146,15 +146,15 @@ static json_t *level_json(const struct out *o, const struct mt_level *l, uint64_
 {
     char buf[64];
     json_t *j = json_object();
-    json_object_set_new(j, "peak_bytes", mt_json_u64(l->peak));
+    json_object_set_new(j, "peak_bytes", cli_json_u64(l->peak));
     if (l->peak) {
-        json_object_set_new(j, "peak_event", mt_json_u64(l->peak_index));
-        json_object_set_new(j, "peak_time_ns", mt_json_u64(l->peak_time));
-        json_object_set_new(j, "peak_offset_ns", mt_json_u64(l->peak_time - o->rp->t_min));
+        json_object_set_new(j, "peak_event", cli_json_u64(l->peak_index));
+        json_object_set_new(j, "peak_time_ns", cli_json_u64(l->peak_time));
+        json_object_set_new(j, "peak_offset_ns", cli_json_u64(l->peak_time - o->rp->t_min));
         json_object_set_new(
             j, "peak_time_utc",
             o->have_wall && l->peak_time >= o->mono0
-                ? json_string(mt_fmt_utc(buf, sizeof(buf), wall_of(o, l->peak_time)))
+                ? json_string(cli_fmt_utc(buf, sizeof(buf), wall_of(o, l->peak_time)))
                 : json_null());
     } else {
         json_object_set_new(j, "peak_event", json_null());
@@ -162,8 +162,8 @@ static json_t *level_json(const struct out *o, const struct mt_level *l, uint64_
         json_object_set_new(j, "peak_offset_ns", json_null());
         json_object_set_new(j, "peak_time_utc", json_null());
     }
-    json_object_set_new(j, "current_bytes", mt_json_u64(l->cur));
-    json_object_set_new(j, "current_count", mt_json_u64(live));
+    json_object_set_new(j, "current_bytes", cli_json_u64(l->cur));
+    json_object_set_new(j, "current_count", cli_json_u64(live));
     return j;
 }
 
@@ -172,12 +172,12 @@ static int print_json(const struct out *o)
     const struct mt_replay *rp = o->rp, *f = rp;
     const struct top *top = o->top;
     json_t *j = json_object();
-    json_object_set_new(j, "file", mt_json_str(o->path));
+    json_object_set_new(j, "file", cli_json_str(o->path));
     json_object_set_new(j, "truncated", json_boolean(mt_replay_truncated(rp)));
-    json_object_set_new(j, "events", mt_json_u64(f->events));
-    json_object_set_new(j, "first_time_ns", mt_json_u64(f->events ? f->t_min : 0));
-    json_object_set_new(j, "last_time_ns", mt_json_u64(f->events ? f->t_max : 0));
-    json_object_set_new(j, "duration_ns", mt_json_u64(f->events ? f->t_max - f->t_min : 0));
+    json_object_set_new(j, "events", cli_json_u64(f->events));
+    json_object_set_new(j, "first_time_ns", cli_json_u64(f->events ? f->t_min : 0));
+    json_object_set_new(j, "last_time_ns", cli_json_u64(f->events ? f->t_max : 0));
+    json_object_set_new(j, "duration_ns", cli_json_u64(f->events ? f->t_max - f->t_min : 0));
     json_object_set_new(j, "allocated", level_json(o, &rp->allocated, rp->blocks.n));
     json_object_set_new(j, "reserved", level_json(o, &rp->reserved, rp->segs.n));
     json_object_set_new(j, "allocs", tally_json(&rp->allocs));
@@ -188,37 +188,37 @@ static int print_json(const struct out *o)
     json_object_set_new(j, "segment_frees", tally_json(&rp->seg_frees));
     json_object_set_new(j, "unmatched_segment_frees", tally_json(&rp->unmatched_seg_frees));
     json_object_set_new(j, "replaced_segments", tally_json(&rp->replaced_segs));
-    json_object_set_new(j, "annotations", mt_json_u64(f->annotations));
+    json_object_set_new(j, "annotations", cli_json_u64(f->annotations));
     json_t *oom = json_object();
-    json_object_set_new(oom, "count", mt_json_u64(f->ooms.count));
-    json_object_set_new(oom, "largest_bytes", mt_json_u64(f->oom_largest));
-    json_object_set_new(oom, "device_free_bytes", mt_json_u64(f->oom_free));
+    json_object_set_new(oom, "count", cli_json_u64(f->ooms.count));
+    json_object_set_new(oom, "largest_bytes", cli_json_u64(f->oom_largest));
+    json_object_set_new(oom, "device_free_bytes", cli_json_u64(f->oom_free));
     json_object_set_new(j, "oom", oom);
 
     json_t *t = json_object();
     json_object_set_new(t, "of", top->of ? json_string(top->of) : json_null());
-    json_object_set_new(t, "event", top->of ? mt_json_u64(top->event) : json_null());
-    json_object_set_new(t, "time_ns", top->of ? mt_json_u64(top->time) : json_null());
-    json_object_set_new(t, "bytes", mt_json_u64(top->bytes));
-    json_object_set_new(t, "live_count", mt_json_u64(top->live_count));
-    json_object_set_new(t, "distinct_stacks", mt_json_u64(top->ngroups));
+    json_object_set_new(t, "event", top->of ? cli_json_u64(top->event) : json_null());
+    json_object_set_new(t, "time_ns", top->of ? cli_json_u64(top->time) : json_null());
+    json_object_set_new(t, "bytes", cli_json_u64(top->bytes));
+    json_object_set_new(t, "live_count", cli_json_u64(top->live_count));
+    json_object_set_new(t, "distinct_stacks", cli_json_u64(top->ngroups));
     json_t *arr = json_array();
     for (size_t k = 0; k < o->ntop; k++) {
         const struct group *g = &top->groups[k];
         json_t *s = json_object();
         json_object_set_new(s, "stack", json_integer(g->stack));
-        json_object_set_new(s, "bytes", mt_json_u64(g->bytes));
-        json_object_set_new(s, "count", mt_json_u64(g->count));
+        json_object_set_new(s, "bytes", cli_json_u64(g->bytes));
+        json_object_set_new(s, "count", cli_json_u64(g->count));
         uint32_t none[1];
         json_object_set_new(
             s, "depth",
             json_integer(g->stack ? memtrace_reader_stack(o->r, g->stack, none, 0) : 0));
-        json_object_set_new(s, "frames", mt_stack_json(o->r, g->stack, o->depth));
+        json_object_set_new(s, "frames", cli_stack_json(o->r, g->stack, o->depth));
         json_array_append_new(arr, s);
     }
     json_object_set_new(t, "stacks", arr);
     json_object_set_new(j, "top", t);
-    return mt_json_print(j);
+    return cli_json_print(j);
 }
 
 static void print_level(const struct out *o, const char *name, const struct mt_level *l)
@@ -229,18 +229,18 @@ static void print_level(const struct out *o, const char *name, const struct mt_l
         return;
     }
     printf("peak %-15s %s (%" PRIu64 " bytes) at +%s (%" PRIu64 " ns", name,
-           mt_fmt_bytes(a, sizeof(a), l->peak), l->peak,
-           mt_fmt_duration(b, sizeof(b), l->peak_time - o->rp->t_min), l->peak_time);
+           cli_fmt_bytes(a, sizeof(a), l->peak), l->peak,
+           cli_fmt_duration(b, sizeof(b), l->peak_time - o->rp->t_min), l->peak_time);
     if (o->have_wall && l->peak_time >= o->mono0)
-        printf(", %s", mt_fmt_utc(c, sizeof(c), wall_of(o, l->peak_time)));
+        printf(", %s", cli_fmt_utc(c, sizeof(c), wall_of(o, l->peak_time)));
     printf("), event %" PRIu64 "\n", l->peak_index);
 }
 
 static void print_tally(const char *name, const struct mt_count *t)
 {
     char a[64], b[64];
-    printf("%-20s %s (%s, %" PRIu64 " bytes)\n", name, mt_fmt_count(a, sizeof(a), t->count),
-           mt_fmt_bytes(b, sizeof(b), t->bytes), t->bytes);
+    printf("%-20s %s (%s, %" PRIu64 " bytes)\n", name, cli_fmt_count(a, sizeof(a), t->count),
+           cli_fmt_bytes(b, sizeof(b), t->bytes), t->bytes);
 }
 
 static void print_text(const struct out *o)
@@ -249,10 +249,10 @@ static void print_text(const struct out *o)
     const struct top *top = o->top;
     char a[64], b[64], c[64], d[64];
     fputs("file                 ", stdout);
-    mt_fputs_safe(o->path, stdout);
+    cli_fputs_safe(o->path, stdout);
     puts(mt_replay_truncated(rp) ? " (truncated)" : "");
-    printf("events               %s over %s\n", mt_fmt_count(a, sizeof(a), f->events),
-           mt_fmt_duration(b, sizeof(b), f->events ? f->t_max - f->t_min : 0));
+    printf("events               %s over %s\n", cli_fmt_count(a, sizeof(a), f->events),
+           cli_fmt_duration(b, sizeof(b), f->events ? f->t_max - f->t_min : 0));
     print_level(o, "allocated", &rp->allocated);
     print_level(o, "reserved", &rp->reserved);
     print_tally("allocs", &rp->allocs);
@@ -269,14 +269,14 @@ static void print_text(const struct out *o)
         print_tally("replaced segments", &rp->replaced_segs);
     printf("at end               allocated %s (%" PRIu64
            " bytes) in %s blocks, reserved %s (%" PRIu64 " bytes) in %s segments\n",
-           mt_fmt_bytes(a, sizeof(a), rp->allocated.cur), rp->allocated.cur,
-           mt_fmt_count(b, sizeof(b), rp->blocks.n), mt_fmt_bytes(c, sizeof(c), rp->reserved.cur),
-           rp->reserved.cur, mt_fmt_count(d, sizeof(d), rp->segs.n));
-    printf("annotations          %s\n", mt_fmt_count(a, sizeof(a), f->annotations));
+           cli_fmt_bytes(a, sizeof(a), rp->allocated.cur), rp->allocated.cur,
+           cli_fmt_count(b, sizeof(b), rp->blocks.n), cli_fmt_bytes(c, sizeof(c), rp->reserved.cur),
+           rp->reserved.cur, cli_fmt_count(d, sizeof(d), rp->segs.n));
+    printf("annotations          %s\n", cli_fmt_count(a, sizeof(a), f->annotations));
     if (f->ooms.count)
         printf("oom events           %s (largest request %s, device free %s)\n",
-               mt_fmt_count(a, sizeof(a), f->ooms.count),
-               mt_fmt_bytes(b, sizeof(b), f->oom_largest), mt_fmt_bytes(c, sizeof(c), f->oom_free));
+               cli_fmt_count(a, sizeof(a), f->ooms.count),
+               cli_fmt_bytes(b, sizeof(b), f->oom_largest), cli_fmt_bytes(c, sizeof(c), f->oom_free));
     else
         printf("oom events           0\n");
 
@@ -286,15 +286,15 @@ static void print_text(const struct out *o)
     }
     printf("\nTop %zu of %zu stacks alive at the peak of %s memory (event %" PRIu64
            ", %s in %s %s):\n",
-           o->ntop, top->ngroups, top->of, top->event, mt_fmt_bytes(a, sizeof(a), top->bytes),
-           mt_fmt_count(b, sizeof(b), top->live_count),
+           o->ntop, top->ngroups, top->of, top->event, cli_fmt_bytes(a, sizeof(a), top->bytes),
+           cli_fmt_count(b, sizeof(b), top->live_count),
            strcmp(top->of, "allocated") == 0 ? "blocks" : "segments");
     for (size_t k = 0; k < o->ntop; k++) {
         const struct group *g = &top->groups[k];
         printf("\n%2zu. %s (%" PRIu64 " bytes) in %s %s, stack %u\n", k + 1,
-               mt_fmt_bytes(a, sizeof(a), g->bytes), g->bytes, mt_fmt_count(b, sizeof(b), g->count),
+               cli_fmt_bytes(a, sizeof(a), g->bytes), g->bytes, cli_fmt_count(b, sizeof(b), g->count),
                g->count == 1 ? "allocation" : "allocations", (unsigned)g->stack);
-        mt_stack_print(stdout, o->r, g->stack, o->depth, "      ");
+        cli_stack_print(stdout, o->r, g->stack, o->depth, "      ");
     }
 }
 
@@ -312,16 +312,16 @@ static int summarise_files(char **paths, int n)
 {
     struct file_row *rows = calloc((size_t)n, sizeof(*rows));
     if (!rows)
-        return MT_EXIT_FAIL;
-    int status = MT_EXIT_OK;
-    for (int k = 0; k < n && status == MT_EXIT_OK; k++) {
-        struct mt_replay *rp = mt_replay_open_cli(paths[k], NULL);
+        return CLI_EXIT_FAIL;
+    int status = CLI_EXIT_OK;
+    for (int k = 0; k < n && status == CLI_EXIT_OK; k++) {
+        struct mt_replay *rp = cli_replay_open_cli(paths[k], NULL);
         if (!rp) {
-            status = MT_EXIT_FAIL;
+            status = CLI_EXIT_FAIL;
             break;
         }
-        status = mt_replay_run_cli(rp, "summary");
-        if (status == MT_EXIT_OK) {
+        status = cli_replay_run_cli(rp, "summary");
+        if (status == CLI_EXIT_OK) {
             const char *text = memtrace_reader_meta(rp->r);
             json_t *meta = text ? json_loads(text, 0, NULL) : NULL;
             json_t *rank = json_object_get(meta, "rank");
@@ -345,29 +345,29 @@ static int summarise_files(char **paths, int n)
         total.reserved.peak += rows[k].reserved.peak;
         total.reserved.cur += rows[k].reserved.cur;
     }
-    if (status == MT_EXIT_OK && json) {
+    if (status == CLI_EXIT_OK && json) {
         json_t *j = json_object(), *files = json_array();
         for (int k = 0; k <= n; k++) {
             const struct file_row *r = k < n ? &rows[k] : &total;
             json_t *o = json_object();
             if (k < n) {
-                json_object_set_new(o, "file", mt_json_str(r->path));
+                json_object_set_new(o, "file", cli_json_str(r->path));
                 json_object_set_new(o, "rank", r->rank ? json_incref(r->rank) : json_null());
                 json_object_set_new(o, "truncated", json_boolean(r->truncated));
             }
-            json_object_set_new(o, "events", mt_json_u64(r->events));
-            json_object_set_new(o, "peak_allocated_bytes", mt_json_u64(r->allocated.peak));
-            json_object_set_new(o, "peak_reserved_bytes", mt_json_u64(r->reserved.peak));
-            json_object_set_new(o, "current_allocated_bytes", mt_json_u64(r->allocated.cur));
-            json_object_set_new(o, "current_reserved_bytes", mt_json_u64(r->reserved.cur));
+            json_object_set_new(o, "events", cli_json_u64(r->events));
+            json_object_set_new(o, "peak_allocated_bytes", cli_json_u64(r->allocated.peak));
+            json_object_set_new(o, "peak_reserved_bytes", cli_json_u64(r->reserved.peak));
+            json_object_set_new(o, "current_allocated_bytes", cli_json_u64(r->allocated.cur));
+            json_object_set_new(o, "current_reserved_bytes", cli_json_u64(r->reserved.cur));
             if (k < n)
                 json_array_append_new(files, o);
             else
                 json_object_set_new(j, "total", o);
         }
         json_object_set_new(j, "files", files);
-        status = mt_json_print(j);
-    } else if (status == MT_EXIT_OK) {
+        status = cli_json_print(j);
+    } else if (status == CLI_EXIT_OK) {
         printf("%6s %12s %16s %16s %16s  %s\n", "rank", "events", "peak allocated", "peak reserved",
                "allocated at end", "file");
         for (int k = 0; k <= n; k++) {
@@ -379,11 +379,11 @@ static int summarise_files(char **paths, int n)
                 snprintf(rank, sizeof(rank), "?");
             if (k == n)
                 rank[0] = '\0';
-            printf("%6s %12s %16s %16s %16s  ", rank, mt_fmt_count(a, sizeof(a), r->events),
-                   mt_fmt_bytes(b, sizeof(b), r->allocated.peak),
-                   mt_fmt_bytes(c, sizeof(c), r->reserved.peak),
-                   mt_fmt_bytes(d, sizeof(d), r->allocated.cur));
-            mt_fputs_safe(r->path, stdout);
+            printf("%6s %12s %16s %16s %16s  ", rank, cli_fmt_count(a, sizeof(a), r->events),
+                   cli_fmt_bytes(b, sizeof(b), r->allocated.peak),
+                   cli_fmt_bytes(c, sizeof(c), r->reserved.peak),
+                   cli_fmt_bytes(d, sizeof(d), r->allocated.cur));
+            cli_fputs_safe(r->path, stdout);
             puts(r->truncated ? " (truncated)" : "");
         }
         puts("\nThe total's peaks are the sum of each file's own peak: an upper bound of what\n"
@@ -395,13 +395,13 @@ static int summarise_files(char **paths, int n)
     return status;
 }
 
-int mt_summary_peaks(const char *path, struct mt_peaks *p)
+int cli_summary_peaks(const char *path, struct cli_peaks *p)
 {
-    struct mt_replay *rp = mt_replay_open_cli(path, NULL);
+    struct mt_replay *rp = cli_replay_open_cli(path, NULL);
     if (!rp)
-        return MT_EXIT_FAIL;
-    int status = mt_replay_run_cli(rp, "summary");
-    if (status == MT_EXIT_OK) {
+        return CLI_EXIT_FAIL;
+    int status = cli_replay_run_cli(rp, "summary");
+    if (status == CLI_EXIT_OK) {
         p->events = rp->events;
         p->peak_allocated = rp->allocated.peak;
         p->peak_reserved = rp->reserved.peak;
@@ -411,15 +411,15 @@ int mt_summary_peaks(const char *path, struct mt_peaks *p)
     return status;
 }
 
-int mt_cmd_summary(int argc, char **argv)
+int cli_cmd_summary(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &summary_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &summary_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("summary", "'summary' needs a FILE argument");
+        return cli_usage_error("summary", "'summary' needs a FILE argument");
     if (npos > 1)
         return summarise_files(pos, npos);
     const char *path = pos[0];
@@ -427,11 +427,11 @@ int mt_cmd_summary(int argc, char **argv)
     struct mt_replay *rp;
     struct out o = {.path = path};
     int status = replay_file(path, &rp, &o.have_wall, &o.wall0, &o.mono0);
-    if (status != MT_EXIT_OK)
+    if (status != CLI_EXIT_OK)
         return status;
     struct top top;
     status = group_at_peak(rp, &top);
-    if (status == MT_EXIT_OK) {
+    if (status == CLI_EXIT_OK) {
         o.rp = rp;
         o.top = &top;
         o.r = rp->r;

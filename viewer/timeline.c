@@ -20,21 +20,21 @@
 static long long npoints, height = 8;
 static const char *format;
 static int json;
-static struct mt_filter_opts fo;
+static struct cli_filter_opts fo;
 
-static const struct mt_opt timeline_opts[] = {
-    MT_OPTION_INT('n', "points", &npoints, "N", 2, 1000000,
+static const struct cli_opt timeline_opts[] = {
+    CLI_OPTION_INT('n', "points", &npoints, "N", 2, 1000000,
                   "cut the time axis into N buckets (default 100 for csv and json, the "
                   "terminal's width for the chart)"),
-    MT_OPTION_STRING('f', "format", &format, "FMT", "chart (default), csv or json"),
-    MT_OPTION_BOOL('j', "json", &json, "the same as --format json"),
-    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print the chart's sizes in bytes"),
-    MT_OPTION_INT(0, "height", &height, "N", 2, 100, "draw the chart N rows high (default 8)"),
-    MT_FILTER_OPTIONS(&fo),
-    MT_OPTION_END,
+    CLI_OPTION_STRING('f', "format", &format, "FMT", "chart (default), csv or json"),
+    CLI_OPTION_BOOL('j', "json", &json, "the same as --format json"),
+    CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print the chart's sizes in bytes"),
+    CLI_OPTION_INT(0, "height", &height, "N", 2, 100, "draw the chart N rows high (default 8)"),
+    CLI_FILTER_OPTIONS(&fo),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help timeline_help = {
+static const struct cli_help timeline_help = {
     "timeline",
     "memtrace timeline FILE... [--points N] [--format chart|csv|json] [--bytes] [filters]",
     "Replays FILE once and follows, over time: allocated bytes (live blocks, up at\n"
@@ -148,11 +148,11 @@ static int collect(struct mt_replay *rp, struct tl *t)
 {
     uint64_t *levels = NULL;
     size_t cap = 0;
-    struct mt_progress prog;
-    mt_progress_init(&prog, rp->r, "timeline", 0);
+    struct cli_progress prog;
+    cli_progress_init(&prog, rp->r, "timeline", 0);
     int rc;
     while ((rc = mt_replay_next(rp)) == 1) {
-        mt_progress_update(&prog, rp->events);
+        cli_progress_update(&prog, rp->events);
         if (rp->ev.action == MEMTRACE_COUNTER) {
             size_t j;
             for (j = 2; j < t->ns && t->s[j].device != rp->ev.device; j++)
@@ -187,13 +187,13 @@ static int collect(struct mt_replay *rp, struct tl *t)
             for (size_t j = 0; j < t->ns; j++)
                 t->s[j].last = levels[j];
     }
-    mt_progress_done(&prog);
+    cli_progress_done(&prog);
     free(levels);
     if (rc == MEMTRACE_ENOMEM && memtrace_reader_error(rp->r)->code == 0) {
-        mt_error("out of memory while replaying %s", rp->path);
-        return MT_EXIT_FAIL;
+        cli_error("out of memory while replaying %s", rp->path);
+        return CLI_EXIT_FAIL;
     }
-    return mt_replay_done_cli(rp, rc);
+    return cli_replay_done_cli(rp, rc);
 }
 
 static size_t points_of(const struct tl *t)
@@ -224,19 +224,19 @@ static int print_csv(const struct tl *t)
             printf(",%" PRIu64, t->s[j].b[i]);
         putchar('\n');
     }
-    return fflush(stdout) == 0 ? MT_EXIT_OK : MT_EXIT_FAIL;
+    return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
 static json_t *timeline_json(const char *path, const struct tl *t)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "file", mt_json_str(path));
-    json_object_set_new(j, "start_time_ns", mt_json_u64(t->started ? t->t0 : 0));
-    json_object_set_new(j, "bucket_ns", mt_json_u64(t->started ? t->w : 0));
-    json_object_set_new(j, "points", mt_json_u64(points_of(t)));
+    json_object_set_new(j, "file", cli_json_str(path));
+    json_object_set_new(j, "start_time_ns", cli_json_u64(t->started ? t->t0 : 0));
+    json_object_set_new(j, "bucket_ns", cli_json_u64(t->started ? t->w : 0));
+    json_object_set_new(j, "points", cli_json_u64(points_of(t)));
     json_t *offs = json_array();
     for (size_t i = 0; i < points_of(t); i++)
-        json_array_append_new(offs, mt_json_u64((uint64_t)i * t->w));
+        json_array_append_new(offs, cli_json_u64((uint64_t)i * t->w));
     json_object_set_new(j, "offsets_ns", offs);
     json_t *arr = json_array();
     for (size_t k = 0; k < t->ns; k++) {
@@ -246,12 +246,12 @@ static json_t *timeline_json(const char *path, const struct tl *t)
         int used = strcmp(s->name, "used") == 0;
         json_object_set_new(o, "device", used ? json_integer(s->device) : json_null());
         if (used)
-            json_object_set_new(o, "total_bytes", mt_json_u64(s->total));
-        json_object_set_new(o, "peak_bytes", mt_json_u64(s->peak));
-        json_object_set_new(o, "peak_offset_ns", mt_json_u64(s->peak_off));
+            json_object_set_new(o, "total_bytes", cli_json_u64(s->total));
+        json_object_set_new(o, "peak_bytes", cli_json_u64(s->peak));
+        json_object_set_new(o, "peak_offset_ns", cli_json_u64(s->peak_off));
         json_t *v = json_array();
         for (size_t i = 0; i < points_of(t); i++)
-            json_array_append_new(v, mt_json_u64(s->b[i]));
+            json_array_append_new(v, cli_json_u64(s->b[i]));
         json_object_set_new(o, "values", v);
         json_array_append_new(arr, o);
     }
@@ -264,10 +264,10 @@ static int print_chart(const char *path, const struct tl *t)
     char a[64], b[64];
     size_t n = points_of(t);
     printf("memory of %s over %s\n", path,
-           mt_fmt_duration(a, sizeof(a), n ? (uint64_t)n * t->w : 0));
+           cli_fmt_duration(a, sizeof(a), n ? (uint64_t)n * t->w : 0));
     if (n == 0) {
         printf("no events\n");
-        return MT_EXIT_OK;
+        return CLI_EXIT_OK;
     }
     uint64_t max = 0;
     for (size_t j = 0; j < t->ns; j++)
@@ -276,8 +276,8 @@ static int print_chart(const char *path, const struct tl *t)
     size_t h = (size_t)height;
     char *row = malloc(n + 1);
     if (!row) {
-        mt_error("out of memory while drawing the timeline of %s", path);
-        return MT_EXIT_FAIL;
+        cli_error("out of memory while drawing the timeline of %s", path);
+        return CLI_EXIT_FAIL;
     }
     for (size_t r = h; r-- > 0;) {
         memset(row, ' ', n);
@@ -298,7 +298,7 @@ static int print_chart(const char *path, const struct tl *t)
                     row[i] = s->mark;
             }
         }
-        const char *label = r == h - 1 ? mt_fmt_bytes(a, sizeof(a), max) : r == 0 ? "0" : "";
+        const char *label = r == h - 1 ? cli_fmt_bytes(a, sizeof(a), max) : r == 0 ? "0" : "";
         printf("%12s |%s\n", label, row);
     }
     memset(row, '-', n);
@@ -307,8 +307,8 @@ static int print_chart(const char *path, const struct tl *t)
     memset(row, ' ', n);
     char mid[64], end[64];
     snprintf(a, sizeof(a), "0");
-    snprintf(mid, sizeof(mid), "+%s", mt_fmt_duration(b, sizeof(b), (uint64_t)(n / 2) * t->w));
-    snprintf(end, sizeof(end), "+%s", mt_fmt_duration(b, sizeof(b), (uint64_t)n * t->w));
+    snprintf(mid, sizeof(mid), "+%s", cli_fmt_duration(b, sizeof(b), (uint64_t)(n / 2) * t->w));
+    snprintf(end, sizeof(end), "+%s", cli_fmt_duration(b, sizeof(b), (uint64_t)n * t->w));
     memcpy(row, a, strlen(a) < n ? strlen(a) : n);
     if (strlen(mid) + n / 2 < n && n / 2 > strlen(a) + 1)
         memcpy(row + n / 2, mid, strlen(mid));
@@ -330,15 +330,15 @@ static int print_chart(const char *path, const struct tl *t)
             snprintf(name, sizeof(name), "device %" PRId32 " used", s->device);
         else
             snprintf(name, sizeof(name), "%s", s->name);
-        printf("  %c %-16s peak %s at +%s", s->mark, name, mt_fmt_bytes(a, sizeof(a), s->peak),
-               mt_fmt_duration(b, sizeof(b), s->peak_off));
+        printf("  %c %-16s peak %s at +%s", s->mark, name, cli_fmt_bytes(a, sizeof(a), s->peak),
+               cli_fmt_duration(b, sizeof(b), s->peak_off));
         if (s->total)
-            printf(" of %s", mt_fmt_bytes(a, sizeof(a), s->total));
+            printf(" of %s", cli_fmt_bytes(a, sizeof(a), s->total));
         putchar('\n');
     }
-    printf("  each point: the highest level in %s\n", mt_fmt_duration(a, sizeof(a), t->w));
+    printf("  each point: the highest level in %s\n", cli_fmt_duration(a, sizeof(a), t->w));
     free(row);
-    return MT_EXIT_OK;
+    return CLI_EXIT_OK;
 }
 
 static long long terminal_points(void)
@@ -358,21 +358,21 @@ static enum tl_format fmt;
 static struct mt_filter filter;
 
 /* One file: its own output, and its peak of allocated memory for the table of several. */
-static int timeline_file(const char *path, struct mt_file_part *part)
+static int timeline_file(const char *path, struct cli_file_part *part)
 {
     struct tl t = {.k = (size_t)(npoints ? npoints : fmt == CHART ? terminal_points() : 100)};
-    int status = MT_EXIT_FAIL;
-    struct mt_replay *rp = mt_replay_open_cli(path, &filter);
+    int status = CLI_EXIT_FAIL;
+    struct mt_replay *rp = cli_replay_open_cli(path, &filter);
     if (!rp)
-        return MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
     if (!add_series(&t, "allocated", 0, 'a') || !add_series(&t, "reserved", 0, 'r')) {
-        mt_error("out of memory while replaying %s", path);
+        cli_error("out of memory while replaying %s", path);
         goto out;
     }
     status = collect(rp, &t);
-    if (status != MT_EXIT_OK)
+    if (status != CLI_EXIT_OK)
         goto out;
-    mt_file_part_fill(part, rp);
+    cli_file_part_fill(part, rp);
     part->bytes = rp->allocated.peak;
     if (fmt == CSV)
         status = print_csv(&t);
@@ -388,36 +388,36 @@ out:
     return status;
 }
 
-int mt_cmd_timeline(int argc, char **argv)
+int cli_cmd_timeline(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &timeline_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &timeline_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
-        return mt_usage_error("timeline", "'timeline' needs a FILE argument");
+        return cli_usage_error("timeline", "'timeline' needs a FILE argument");
     fmt = json ? JSON : CHART;
     if (format && strcmp(format, "csv") == 0)
         fmt = CSV;
     else if (format && strcmp(format, "json") == 0)
         fmt = JSON;
     else if (format && strcmp(format, "chart") != 0)
-        return mt_usage_error("timeline", "unknown format '%s' for --format: chart, csv or json",
+        return cli_usage_error("timeline", "unknown format '%s' for --format: chart, csv or json",
                               format);
     if (json && format && fmt != JSON)
-        return mt_usage_error("timeline", "--json and --format %s disagree", format);
+        return cli_usage_error("timeline", "--json and --format %s disagree", format);
     if (fmt == CSV && npos > 1)
-        return mt_usage_error("timeline", "CSV holds one file: give one, or --format json for "
+        return cli_usage_error("timeline", "CSV holds one file: give one, or --format json for "
                                           "several");
-    if ((rc = mt_filter_from_opts("timeline", &fo, &filter)) != 0)
+    if ((rc = cli_filter_from_opts("timeline", &fo, &filter)) != 0)
         return rc;
     if (npos > 1)
-        return mt_run_files(pos, npos, fmt == JSON, "peak allocated", timeline_file);
-    struct mt_file_part part = {.path = pos[0]};
+        return cli_run_files(pos, npos, fmt == JSON, "peak allocated", timeline_file);
+    struct cli_file_part part = {.path = pos[0]};
     int status = timeline_file(pos[0], &part);
-    if (status == MT_EXIT_OK && part.json)
-        status = mt_json_print(json_incref(part.json));
+    if (status == CLI_EXIT_OK && part.json)
+        status = cli_json_print(json_incref(part.json));
     json_decref(part.json);
     json_decref(part.rank);
     return status;

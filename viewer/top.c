@@ -14,24 +14,24 @@
 static int json;
 static long long ntop = 10, depth = 16;
 static const char *by_name = "bytes";
-static struct mt_filter_opts fo;
+static struct cli_filter_opts fo;
 
-static const struct mt_opt top_opts[] = {
-    MT_OPTION_STRING(0, "by", &by_name, "WHAT",
+static const struct cli_opt top_opts[] = {
+    CLI_OPTION_STRING(0, "by", &by_name, "WHAT",
                      "rank by 'bytes' allocated (default), 'count' of allocations, or "
                      "'temporary' allocations"),
-    MT_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
+    CLI_OPTION_INT('n', "top", &ntop, "N", 0, 1000000000,
                   "show the N first stacks (default 10, 0: all)"),
-    MT_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
+    CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                   "show at most N frames of each stack (default 16, 0: all)"),
-    MT_OPTION_BOOL('j', "json", &json,
+    CLI_OPTION_BOOL('j', "json", &json,
                    "print one JSON object (bytes and ns) with every figure of each stack"),
-    MT_OPTION_BOOL(0, "bytes", &mt_exact_bytes, "print sizes in bytes instead of KiB, MiB, GiB"),
-    MT_FILTER_OPTIONS(&fo),
-    MT_OPTION_END,
+    CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes instead of KiB, MiB, GiB"),
+    CLI_FILTER_OPTIONS(&fo),
+    CLI_OPTION_END,
 };
 
-static const struct mt_help top_help = {
+static const struct cli_help top_help = {
     "top",
     "memtrace top FILE [--by bytes|count|temporary] [--top N] [--depth N] [--json] [--bytes]\n"
     "       [--device N] [--stream S] [--min-size SIZE] [--category NAME] [--from WHEN]\n"
@@ -46,91 +46,91 @@ static const struct mt_help top_help = {
 };
 
 static const char *const by_names[] = {
-    [MT_RANK_BYTES] = "bytes",
-    [MT_RANK_COUNT] = "count",
-    [MT_RANK_TEMPORARY] = "temporary",
+    [CLI_RANK_BYTES] = "bytes",
+    [CLI_RANK_COUNT] = "count",
+    [CLI_RANK_TEMPORARY] = "temporary",
 };
 
-static int print_json(const char *path, const struct mt_replay *rp, const struct mt_rank *rk,
-                      const struct mt_rank_view *v)
+static int print_json(const char *path, const struct mt_replay *rp, const struct cli_rank *rk,
+                      const struct cli_rank_view *v)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "file", mt_json_str(path));
+    json_object_set_new(j, "file", cli_json_str(path));
     json_object_set_new(j, "truncated", json_boolean(mt_replay_truncated(rp)));
     json_object_set_new(j, "by", json_string(by_names[v->by]));
-    json_object_set_new(j, "bytes", mt_json_u64(rk->bytes));
-    json_object_set_new(j, "count", mt_json_u64(rk->count));
-    json_object_set_new(j, "temporary_count", mt_json_u64(rk->temp_count));
-    json_object_set_new(j, "temporary_bytes", mt_json_u64(rk->temp_bytes));
-    json_object_set_new(j, "distinct_stacks", mt_json_u64(rk->n));
-    json_object_set_new(j, "stacks", mt_rank_json(rk, v));
-    return mt_json_print(j);
+    json_object_set_new(j, "bytes", cli_json_u64(rk->bytes));
+    json_object_set_new(j, "count", cli_json_u64(rk->count));
+    json_object_set_new(j, "temporary_count", cli_json_u64(rk->temp_count));
+    json_object_set_new(j, "temporary_bytes", cli_json_u64(rk->temp_bytes));
+    json_object_set_new(j, "distinct_stacks", cli_json_u64(rk->n));
+    json_object_set_new(j, "stacks", cli_rank_json(rk, v));
+    return cli_json_print(j);
 }
 
-static void print_text(const char *path, const struct mt_replay *rp, const struct mt_rank *rk,
-                       const struct mt_rank_view *v)
+static void print_text(const char *path, const struct mt_replay *rp, const struct cli_rank *rk,
+                       const struct cli_rank_view *v)
 {
     char a[64], b[64], c[64], d[64];
     if (mt_replay_truncated(rp))
         printf("file %s is truncated: figures are those of the events before the cut\n", path);
     printf("allocated %s (%" PRIu64 " bytes) in %s allocations, %s temporary (%s)\n",
-           mt_fmt_bytes(a, sizeof(a), rk->bytes), rk->bytes, mt_fmt_count(b, sizeof(b), rk->count),
-           mt_fmt_count(c, sizeof(c), rk->temp_count), mt_fmt_bytes(d, sizeof(d), rk->temp_bytes));
+           cli_fmt_bytes(a, sizeof(a), rk->bytes), rk->bytes, cli_fmt_count(b, sizeof(b), rk->count),
+           cli_fmt_count(c, sizeof(c), rk->temp_count), cli_fmt_bytes(d, sizeof(d), rk->temp_bytes));
     if (rk->n == 0) {
         printf("No stack has %s to rank.\n",
-               v->by == MT_RANK_TEMPORARY ? "temporary allocations" : "allocations");
+               v->by == CLI_RANK_TEMPORARY ? "temporary allocations" : "allocations");
         return;
     }
-    printf("\nTop %zu of %zu stacks by %s:\n", mt_rank_shown(rk, v->ntop), rk->n,
-           v->by == MT_RANK_BYTES   ? "bytes allocated"
-           : v->by == MT_RANK_COUNT ? "number of allocations"
+    printf("\nTop %zu of %zu stacks by %s:\n", cli_rank_shown(rk, v->ntop), rk->n,
+           v->by == CLI_RANK_BYTES   ? "bytes allocated"
+           : v->by == CLI_RANK_COUNT ? "number of allocations"
                                     : "temporary allocations");
-    mt_rank_print(stdout, rk, v);
+    cli_rank_print(stdout, rk, v);
 }
 
-int mt_cmd_top(int argc, char **argv)
+int cli_cmd_top(int argc, char **argv)
 {
     char *pos[argc + 1];
     int npos;
-    int rc = mt_options_parse(argc, argv, &top_help, pos, &npos);
+    int rc = cli_options_parse(argc, argv, &top_help, pos, &npos);
     if (rc != 0)
-        return rc < 0 ? MT_EXIT_OK : rc;
+        return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos != 1)
-        return npos == 0 ? mt_usage_error("top", "'top' needs a FILE argument")
-                         : mt_usage_error("top", "'top' takes one file, got '%s' and '%s'", pos[0],
+        return npos == 0 ? cli_usage_error("top", "'top' needs a FILE argument")
+                         : cli_usage_error("top", "'top' takes one file, got '%s' and '%s'", pos[0],
                                           pos[1]);
     int by = -1;
     for (int k = 0; k < (int)(sizeof(by_names) / sizeof(by_names[0])); k++)
         if (strcmp(by_name, by_names[k]) == 0)
             by = k;
     if (by < 0)
-        return mt_usage_error("top",
+        return cli_usage_error("top",
                               "invalid value '%s' for --by of 'top': expected bytes, count or "
                               "temporary",
                               by_name);
     struct mt_filter f;
-    if (mt_filter_from_opts("top", &fo, &f) != 0)
-        return MT_EXIT_USAGE;
+    if (cli_filter_from_opts("top", &fo, &f) != 0)
+        return CLI_EXIT_USAGE;
     const char *path = pos[0];
-    struct mt_replay *rp = mt_replay_open_cli(path, &f);
+    struct mt_replay *rp = cli_replay_open_cli(path, &f);
     if (!rp)
-        return MT_EXIT_FAIL;
-    int status = mt_replay_run_cli(rp, "top");
-    struct mt_rank rk = {0};
-    if (status == MT_EXIT_OK && mt_rank_init(&rk, rp) != 0) {
-        mt_error("out of memory while grouping the stacks of %s", path);
-        status = MT_EXIT_FAIL;
+        return CLI_EXIT_FAIL;
+    int status = cli_replay_run_cli(rp, "top");
+    struct cli_rank rk = {0};
+    if (status == CLI_EXIT_OK && cli_rank_init(&rk, rp) != 0) {
+        cli_error("out of memory while grouping the stacks of %s", path);
+        status = CLI_EXIT_FAIL;
     }
-    if (status == MT_EXIT_OK) {
-        mt_rank_allocated(&rk, &rp->block_stacks);
-        mt_rank_finish(&rk, by);
-        struct mt_rank_view v = {rp->r, (size_t)ntop, depth == 0 ? -1 : (int)depth, by, 1};
+    if (status == CLI_EXIT_OK) {
+        cli_rank_allocated(&rk, &rp->block_stacks);
+        cli_rank_finish(&rk, by);
+        struct cli_rank_view v = {rp->r, (size_t)ntop, depth == 0 ? -1 : (int)depth, by, 1};
         if (json)
             status = print_json(path, rp, &rk, &v);
         else
             print_text(path, rp, &rk, &v);
     }
-    mt_rank_free(&rk);
+    cli_rank_free(&rk);
     mt_replay_close(rp);
     return status;
 }

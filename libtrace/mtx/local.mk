@@ -5,7 +5,7 @@
 # Functions keep util.c's mt_ names; the ones added here are mtx_.
 noinst_LTLIBRARIES += libmtx.la
 libmtx_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-libmtx_la_SOURCES = libtrace/util.c libtrace/util.h \
+libmtx_la_SOURCES = libtrace/mtx/util.c libtrace/mtx/util.h \
 	libtrace/mtx/env.h libtrace/mtx/pattern.c libtrace/mtx/pattern.h \
 	libtrace/mtx/rank.c libtrace/mtx/rank.h \
 	libtrace/mtx/escape.c libtrace/mtx/escape.h

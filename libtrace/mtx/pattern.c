@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "mtx/rank.h"
-#include "util.h"
+#include "mtx/util.h"
 
 static const char *lookup(const struct mtx_pattern_var *vars, size_t nvars, char key)
 {
@@ -57,19 +57,19 @@ void mtx_hostname(char *out, size_t size)
     if (size == 0)
         return;
     if (gethostname(out, size - 1) != 0 || out[0] == '\0')
-        mt_format(out, size, "%s", "localhost");
+        mtx_format(out, size, "%s", "localhost");
     out[size - 1] = '\0';
 }
 
 int mtx_output_path(char *out, size_t size, const char *pattern, int pid)
 {
     char pid_s[24], rank_s[24], host[256];
-    mt_format(pid_s, sizeof pid_s, "%d", pid);
+    mtx_format(pid_s, sizeof pid_s, "%d", pid);
     long rank = mtx_rank();
-    mt_format(rank_s, sizeof rank_s, "%ld", rank >= 0 ? rank : 0L);
+    mtx_format(rank_s, sizeof rank_s, "%ld", rank >= 0 ? rank : 0L);
     mtx_hostname(host, sizeof host);
     const struct mtx_pattern_var vars[] = {{'p', pid_s}, {'r', rank_s}, {'h', host}};
-    int n = mtx_pattern_expand(out, size, pattern, vars, MT_ARRAY_SIZE(vars), 1);
+    int n = mtx_pattern_expand(out, size, pattern, vars, MTX_ARRAY_SIZE(vars), 1);
     return n > 0 ? 0 : -1;
 }
 
@@ -78,7 +78,7 @@ void mtx_output_glob(char *out, size_t size, const char *pattern)
     char host[256], rank_s[24];
     mtx_hostname(host, sizeof host);
     long rank = mtx_rank();
-    mt_format(rank_s, sizeof rank_s, "%ld", rank >= 0 ? rank : 0L);
+    mtx_format(rank_s, sizeof rank_s, "%ld", rank >= 0 ? rank : 0L);
     const struct mtx_pattern_var vars[] = {{'p', "*"}, {'r', rank_s}, {'h', host}};
-    mtx_pattern_expand(out, size, pattern, vars, MT_ARRAY_SIZE(vars), 0);
+    mtx_pattern_expand(out, size, pattern, vars, MTX_ARRAY_SIZE(vars), 0);
 }

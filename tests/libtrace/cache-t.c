@@ -7,7 +7,7 @@
 #include "memtrace_snapshot.h"
 #include "recorder.h"
 #include "tests/tap.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #define MB ((uint64_t)1 << 20)
 
@@ -360,8 +360,8 @@ static void test_oom(void)
     int h, rc;
     memtrace_device_open_host(&small, 80 * MB);
     memtrace_alloc_create(&a, small);
-    mt_format(path, sizeof(path), "/tmp/cache-t-oom-%d.memtrace", (int)getpid());
-    mt_format(conf, sizeof(conf), "oom_snapshot:/tmp/cache-t-oom-%%p.memtrace");
+    mtx_format(path, sizeof(path), "/tmp/cache-t-oom-%d.memtrace", (int)getpid());
+    mtx_format(conf, sizeof(conf), "oom_snapshot:/tmp/cache-t-oom-%%p.memtrace");
     memtrace_alloc_configure(a, conf, NULL);
     unlink(path);
     h = memtrace_alloc_oom_observer_add(observer, NULL);
@@ -481,7 +481,7 @@ static void test_event_fields(void)
        "alloc: address, 512 B block, 100 B requested");
     ok(al->stream == 0 && al->device == 0 && al->pool == 1 && al->aux == 0,
        "alloc: default stream, device 0, small pool");
-    ok(al->source == source && al->tid == mt_gettid(), "alloc: source and thread");
+    ok(al->source == source && al->tid == mtx_gettid(), "alloc: source and thread");
     is_int(cat, al->category, "alloc: the pushed category");
     ok(al->stack != 0, "alloc: a stack (context state)");
     ok(ev[0].time_ns > 0 && ev[0].time_ns <= al->time_ns && al->time_ns <= fr->time_ns,

@@ -16,7 +16,7 @@ int main(int argc, char **argv)
     if (!getenv("TORCH_T_CHILD")) {
         const char *top = getenv("top_builddir");
         char path[4096];
-        mt_format(path, sizeof(path), "%s/tests/fakes", top ? top : ".");
+        mtx_format(path, sizeof(path), "%s/tests/fakes", top ? top : ".");
         setenv("LD_LIBRARY_PATH", path, 1);
         setenv("TORCH_T_CHILD", "1", 1);
         execv("/proc/self/exe", argv);

@@ -2,7 +2,7 @@
 #include "config.h"
 
 #include "tap.h"
-#include "util.h"
+#include "mtx/util.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -27,7 +27,7 @@ static void *reader(void *arg)
     (void)arg;
     for (int i = 0; i < 100000; i++) {
         pthread_mutex_lock(&turn);
-        uint64_t t = mt_now_ns();
+        uint64_t t = mtx_now_ns();
         if (t < last_read)
             backwards++;
         last_read = t;
@@ -37,12 +37,12 @@ static void *reader(void *arg)
     return NULL;
 }
 
-/* How far mt_now_ns is from CLOCK_MONOTONIC: the best of a few bracketed reads. */
+/* How far mtx_now_ns is from CLOCK_MONOTONIC: the best of a few bracketed reads. */
 static int64_t offset_ns(void)
 {
     int64_t best = INT64_MAX;
     for (int i = 0; i < 50; i++) {
-        uint64_t a = mono(), t = mt_now_ns(), b = mono();
+        uint64_t a = mono(), t = mtx_now_ns(), b = mono();
         int64_t off = (int64_t)t - (int64_t)(a + (b - a) / 2);
         if ((off < 0 ? -off : off) < (best < 0 ? -best : best))
             best = off;
@@ -59,11 +59,11 @@ static int64_t abs64(int64_t x)
  * ms milliseconds; returns the offset from CLOCK_MONOTONIC at the end. */
 static int64_t skewed_run(unsigned shift, int skew_ppm, unsigned ms)
 {
-    mt_clock_test_restart(shift, skew_ppm);
+    mtx_clock_test_restart(shift, skew_ppm);
     uint64_t end = mono() + ms * 1000000ULL, prev = 0;
     long back = 0;
     while (mono() < end) {
-        uint64_t t = mt_now_ns();
+        uint64_t t = mtx_now_ns();
         back += t < prev;
         prev = t;
     }
@@ -73,13 +73,13 @@ static int64_t skewed_run(unsigned shift, int skew_ppm, unsigned ms)
 
 static void test_clock(void)
 {
-    if (!mt_clock_is_tsc()) {
-        skip(7, "mt_now_ns uses clock_gettime here (no constant, nonstop TSC clocksource)");
+    if (!mtx_clock_is_tsc()) {
+        skip(7, "mtx_now_ns uses clock_gettime here (no constant, nonstop TSC clocksource)");
         return;
     }
     ok(abs64(offset_ns()) < 20000, "TSC clock starts within 20 us of CLOCK_MONOTONIC");
     /* 64k-tick segments (tens of microseconds): threads cross thousands of them. */
-    is_int(0, mt_clock_test_restart(16, 0), "restart with short segments");
+    is_int(0, mtx_clock_test_restart(16, 0), "restart with short segments");
     pthread_t th[4];
     for (int i = 0; i < 4; i++)
         pthread_create(&th[i], NULL, reader, NULL);
@@ -96,38 +96,38 @@ static void test_clock(void)
     ok(abs64(fast) < 10000, "a fast first slope is corrected to within 10 us");
     ok(abs64(slow) < 10000, "a slow first slope is corrected to within 10 us");
     is_int(0, backwards, "and the clock never went back while correcting");
-    mt_clock_test_restart(26, 0);
+    mtx_clock_test_restart(26, 0);
 }
 
 int main(void)
 {
     plan(19);
     char buf[64];
-    mt_format(buf, sizeof buf, "%s=%d %u %x %%", "a", -42, 7u, 255u);
+    mtx_format(buf, sizeof buf, "%s=%d %u %x %%", "a", -42, 7u, 255u);
     is_string("a=-42 7 ff %", buf, "ints, strings, hex and percent");
-    mt_format(buf, sizeof buf, "%llu %lld %zu", 18446744073709551615ULL, -9223372036854775807LL - 1,
+    mtx_format(buf, sizeof buf, "%llu %lld %zu", 18446744073709551615ULL, -9223372036854775807LL - 1,
               (size_t)12);
     is_string("18446744073709551615 -9223372036854775808 12", buf, "64-bit extremes");
-    mt_format(buf, sizeof buf, "%p", (void *)0x1f);
+    mtx_format(buf, sizeof buf, "%p", (void *)0x1f);
     is_string("0x1f", buf, "pointers");
-    size_t n = mt_format(buf, 5, "%s", "abcdefgh");
+    size_t n = mtx_format(buf, 5, "%s", "abcdefgh");
     is_string("abcd", buf, "truncates and terminates");
     is_int(4, (long long)n, "returns the length written");
 
-    struct mt_arena a = {0};
-    char *p = mt_arena_alloc(&a, 10, 1);
-    uint64_t *q = mt_arena_alloc(&a, sizeof *q, 8);
+    struct mtx_arena a = {0};
+    char *p = mtx_arena_alloc(&a, 10, 1);
+    uint64_t *q = mtx_arena_alloc(&a, sizeof *q, 8);
     ok(p != NULL && q != NULL && ((uintptr_t)q & 7) == 0, "arena aligns");
     ok((char *)q >= p + 10, "arena allocations do not overlap");
-    void *big = mt_arena_alloc(&a, 3u << 20, 16);
+    void *big = mtx_arena_alloc(&a, 3u << 20, 16);
     ok(big != NULL, "arena serves blocks larger than its chunk");
     memset(big, 1, 3u << 20);
 
-    ok(mt_hash_bytes("abc", 3) == mt_hash_bytes("abc", 3), "hash is deterministic");
-    ok(mt_hash_bytes("abc", 3) != mt_hash_bytes("abd", 3), "hash separates close keys");
-    uint64_t t0 = mt_now_ns(), t1 = mt_now_ns();
+    ok(mtx_hash_bytes("abc", 3) == mtx_hash_bytes("abc", 3), "hash is deterministic");
+    ok(mtx_hash_bytes("abc", 3) != mtx_hash_bytes("abd", 3), "hash separates close keys");
+    uint64_t t0 = mtx_now_ns(), t1 = mtx_now_ns();
     ok(t1 >= t0, "monotonic clock does not go back");
-    ok(mt_gettid() == mt_gettid() && mt_gettid() != 0, "thread id cached and non-zero");
+    ok(mtx_gettid() == mtx_gettid() && mtx_gettid() != 0, "thread id cached and non-zero");
     test_clock();
     return exit_status();
 }

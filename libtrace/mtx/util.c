@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "util.h"
+#include "mtx/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +24,7 @@ static uint64_t mono_ns(void)
  *
  * clock_gettime costs about twice an rdtsc on the VMs we measured, and every event
  * reads the clock. Where the CPU says its TSC is constant and nonstop and the kernel
- * itself keeps time with it (so it found the TSCs in sync), mt_now_ns reads the TSC
+ * itself keeps time with it (so it found the TSCs in sync), mtx_now_ns reads the TSC
  * and maps it to CLOCK_MONOTONIC nanoseconds.
  *
  * The map is piecewise linear over segments of 2^seg_shift ticks (about 27 ms at
@@ -76,8 +76,8 @@ static struct {
     struct tsc_slot slot[TSC_SLOTS];
 } C;
 
-struct mt_clock_fast mt_clock_fast = {.seq = 1};
-struct mt_clock_floor mt_clock_floor;
+struct mtx_clock_fast mtx_clock_fast = {.seq = 1};
+struct mtx_clock_floor mtx_clock_floor;
 
 #define RELAXED memory_order_relaxed
 
@@ -104,7 +104,7 @@ static void tsc_pair(uint64_t *tsc, uint64_t *ns)
 {
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 4; i++) {
-        uint64_t a = mt_tsc_read(), n = mono_ns(), b = mt_tsc_read();
+        uint64_t a = mtx_tsc_read(), n = mono_ns(), b = mtx_tsc_read();
         if (b - a < best) {
             best = b - a;
             *tsc = a + (b - a) / 2;
@@ -132,8 +132,8 @@ static void slot_publish(uint64_t seg, uint64_t tsc0, uint64_t ns0, uint64_t mul
     atomic_store_explicit(&s->mult, mult, RELAXED);
     atomic_store_explicit(&s->seg, seg, memory_order_release);
     atomic_store_explicit(&C.latest, seg, memory_order_release);
-    /* The newest segment is also mt_now_ns's inline map. */
-    struct mt_clock_fast *f = &mt_clock_fast;
+    /* The newest segment is also mtx_now_ns's inline map. */
+    struct mtx_clock_fast *f = &mtx_clock_fast;
     uint64_t seq = atomic_load_explicit(&f->seq, RELAXED) | 1;
     atomic_store_explicit(&f->seq, seq, RELAXED);
     atomic_thread_fence(memory_order_release);
@@ -185,15 +185,15 @@ static __attribute__((noinline)) void tsc_miss(uint64_t seg)
 static inline uint64_t tsc_now_ns(void)
 {
     for (;;) {
-        uint64_t t = mt_tsc_read();
+        uint64_t t = mtx_tsc_read();
         uint64_t seg = t > C.base_tsc ? (t - C.base_tsc) >> C.shift : 0;
         struct tsc_slot *s = &C.slot[seg % TSC_SLOTS];
-        if (MT_LIKELY(atomic_load_explicit(&s->seg, memory_order_acquire) == seg)) {
+        if (MTX_LIKELY(atomic_load_explicit(&s->seg, memory_order_acquire) == seg)) {
             uint64_t tsc0 = atomic_load_explicit(&s->tsc0, RELAXED);
             uint64_t ns0 = atomic_load_explicit(&s->ns0, RELAXED);
             uint64_t mult = atomic_load_explicit(&s->mult, RELAXED);
             atomic_thread_fence(memory_order_acquire);
-            if (MT_LIKELY(atomic_load_explicit(&s->seg, RELAXED) == seg))
+            if (MTX_LIKELY(atomic_load_explicit(&s->seg, RELAXED) == seg))
                 return ns0 + (uint64_t)(((unsigned __int128)(t - tsc0) * mult) >> 32);
             continue;
         }
@@ -290,17 +290,17 @@ static __attribute__((noinline)) int clock_init(void)
     return mode;
 }
 
-uint64_t mt_now_ns_slow(void)
+uint64_t mtx_now_ns_slow(void)
 {
     int mode = atomic_load_explicit(&C.mode, memory_order_acquire);
-    if (MT_LIKELY(mode == CLK_TSC))
+    if (MTX_LIKELY(mode == CLK_TSC))
         return tsc_now_ns();
     if (mode == CLK_UNKNOWN && clock_init() == CLK_TSC)
         return tsc_now_ns();
     return mono_ns();
 }
 
-int mt_clock_is_tsc(void)
+int mtx_clock_is_tsc(void)
 {
     int mode = atomic_load_explicit(&C.mode, memory_order_acquire);
     if (mode == CLK_UNKNOWN)
@@ -308,31 +308,31 @@ int mt_clock_is_tsc(void)
     return mode == CLK_TSC;
 }
 
-int mt_clock_test_restart(unsigned seg_shift, int skew_ppm)
+int mtx_clock_test_restart(unsigned seg_shift, int skew_ppm)
 {
-    if (!mt_clock_is_tsc() || seg_shift < 12 || seg_shift > 32)
+    if (!mtx_clock_is_tsc() || seg_shift < 12 || seg_shift > 32)
         return -1;
     clk_lock();
     atomic_store(&C.latest, 0);
     tsc_start(seg_shift, skew_ppm);
-    atomic_store(&mt_clock_floor.ns, 0);
+    atomic_store(&mtx_clock_floor.ns, 0);
     clk_unlock();
     return 0;
 }
 
-uint64_t mt_wall_ns(void)
+uint64_t mtx_wall_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-MT_TLS uint32_t mt_tls_tid;
+MTX_TLS uint32_t mtx_tls_tid;
 
-uint32_t mt_gettid_slow(void)
+uint32_t mtx_gettid_slow(void)
 {
-    mt_tls_tid = (uint32_t)syscall(SYS_gettid);
-    return mt_tls_tid;
+    mtx_tls_tid = (uint32_t)syscall(SYS_gettid);
+    return mtx_tls_tid;
 }
 
 static size_t put_char(char *buf, size_t size, size_t pos, char c)
@@ -367,7 +367,7 @@ static size_t put_num(char *buf, size_t size, size_t pos, unsigned long long v, 
     return pos;
 }
 
-size_t mt_vformat(char *buf, size_t size, const char *fmt, va_list ap)
+size_t mtx_vformat(char *buf, size_t size, const char *fmt, va_list ap)
 {
     size_t pos = 0;
     for (const char *p = fmt; *p; p++) {
@@ -427,49 +427,49 @@ size_t mt_vformat(char *buf, size_t size, const char *fmt, va_list ap)
     return pos < size ? pos : (size > 0 ? size - 1 : 0);
 }
 
-size_t mt_format(char *buf, size_t size, const char *fmt, ...)
+size_t mtx_format(char *buf, size_t size, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    size_t n = mt_vformat(buf, size, fmt, ap);
+    size_t n = mtx_vformat(buf, size, fmt, ap);
     va_end(ap);
     return n;
 }
 
-void mt_log(const char *fmt, ...)
+void mtx_log(const char *fmt, ...)
 {
     char buf[512];
-    size_t n = mt_format(buf, sizeof buf, "%s", "memtrace: ");
+    size_t n = mtx_format(buf, sizeof buf, "%s", "memtrace: ");
     va_list ap;
     va_start(ap, fmt);
-    n += mt_vformat(buf + n, sizeof buf - n - 1, fmt, ap);
+    n += mtx_vformat(buf + n, sizeof buf - n - 1, fmt, ap);
     va_end(ap);
     buf[n++] = '\n';
     int saved = errno;
-    (void)mt_write_all(2, buf, n);
+    (void)mtx_write_all(2, buf, n);
     errno = saved;
 }
 
-void *mt_map(size_t size)
+void *mtx_map(size_t size)
 {
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
-void mt_unmap(void *p, size_t size)
+void mtx_unmap(void *p, size_t size)
 {
     if (p != NULL)
         munmap(p, size);
 }
 
-void *mt_arena_alloc(struct mt_arena *a, size_t size, size_t align)
+void *mtx_arena_alloc(struct mtx_arena *a, size_t size, size_t align)
 {
     uintptr_t cur = (uintptr_t)a->cur;
     uintptr_t aligned = (cur + align - 1) & ~(uintptr_t)(align - 1);
     size_t need = size + (aligned - cur);
     if (a->cur == NULL || need > a->left) {
         size_t block = size + align > (1u << 20) ? size + align : (1u << 20);
-        char *p = mt_map(block);
+        char *p = mtx_map(block);
         if (p == NULL)
             return NULL;
         a->cur = p;
@@ -483,7 +483,7 @@ void *mt_arena_alloc(struct mt_arena *a, size_t size, size_t align)
     return (void *)aligned;
 }
 
-int mt_write_all(int fd, const void *buf, size_t len)
+int mtx_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     while (len > 0) {
@@ -499,7 +499,7 @@ int mt_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-uint64_t mt_hash_bytes(const void *p, size_t len)
+uint64_t mtx_hash_bytes(const void *p, size_t len)
 {
     const unsigned char *s = p;
     uint64_t h = 0xcbf29ce484222325ULL;
@@ -507,5 +507,5 @@ uint64_t mt_hash_bytes(const void *p, size_t len)
         h ^= s[i];
         h *= 0x100000001b3ULL;
     }
-    return mt_hash_u64(h);
+    return mtx_hash_u64(h);
 }

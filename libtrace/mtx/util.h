@@ -10,14 +10,14 @@
 #include <x86intrin.h>
 #endif
 
-#define MT_HIDDEN __attribute__((visibility("hidden")))
+#define MTX_HIDDEN __attribute__((visibility("hidden")))
 /* Thread-locals on hot paths: initial-exec avoids a __tls_get_addr call per access
  * in a shared library. Keep them few and small: a dlopen'd library takes them from
  * the static TLS surplus. */
-#define MT_TLS           __thread __attribute__((tls_model("initial-exec")))
-#define MT_LIKELY(x)     __builtin_expect(!!(x), 1)
-#define MT_UNLIKELY(x)   __builtin_expect(!!(x), 0)
-#define MT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MTX_TLS           __thread __attribute__((tls_model("initial-exec")))
+#define MTX_LIKELY(x)     __builtin_expect(!!(x), 1)
+#define MTX_UNLIKELY(x)   __builtin_expect(!!(x), 0)
+#define MTX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* CLOCK_MONOTONIC in nanoseconds: from a TSC clock that follows it (util.c) where
  * the TSC is constant, nonstop and the kernel's clocksource, unless MEMTRACE_CLOCK is
@@ -26,7 +26,7 @@
  * Every event reads it, so the common case is inline: the newest TSC segment's map,
  * published like a seqlock, is loaded before the TSC is read, so that those loads run
  * beside the rdtsc instead of after it. A tick outside that segment, or any clock
- * other than the TSC, takes mt_now_ns_slow.
+ * other than the TSC, takes mtx_now_ns_slow.
  *
  * rdtsc is not ordered with the caller's memory accesses: the CPU may run it before
  * a lock acquisition that precedes it, so a thread that takes a lock right after
@@ -34,21 +34,21 @@
  * passes through a floor, the largest value returned so far, which is what makes
  * "across threads" true. It costs a load and, while time advances, a compare-and-swap
  * that depends on the rdtsc's result and runs in its shadow (util.c). */
-struct mt_clock_fast {
+struct mtx_clock_fast {
     _Atomic uint64_t seq;                  /* odd while written, or before any segment */
     _Atomic uint64_t tsc0, len, ns0, mult; /* ns = ns0 + (tsc - tsc0) * mult / 2^32 */
 };
-extern struct mt_clock_fast mt_clock_fast;
+extern struct mtx_clock_fast mtx_clock_fast;
 /* Written by every read that moves the clock on: a cache line of its own, so that
  * the fast map stays shared and clean in every reader's cache. */
-struct mt_clock_floor {
+struct mtx_clock_floor {
     _Alignas(64) _Atomic uint64_t ns;
     char pad[64 - sizeof(uint64_t)];
 };
-extern struct mt_clock_floor mt_clock_floor;
-uint64_t mt_now_ns_slow(void);
+extern struct mtx_clock_floor mtx_clock_floor;
+uint64_t mtx_now_ns_slow(void);
 
-static inline uint64_t mt_tsc_read(void)
+static inline uint64_t mtx_tsc_read(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     return __rdtsc();
@@ -58,83 +58,83 @@ static inline uint64_t mt_tsc_read(void)
 }
 
 /* The clock's value before the floor: monotonic within one thread. */
-static inline uint64_t mt_now_ns_unfloored(void)
+static inline uint64_t mtx_now_ns_unfloored(void)
 {
-    struct mt_clock_fast *f = &mt_clock_fast;
+    struct mtx_clock_fast *f = &mtx_clock_fast;
     uint64_t seq = atomic_load_explicit(&f->seq, memory_order_acquire);
     uint64_t tsc0 = atomic_load_explicit(&f->tsc0, memory_order_relaxed);
     uint64_t len = atomic_load_explicit(&f->len, memory_order_relaxed);
     uint64_t ns0 = atomic_load_explicit(&f->ns0, memory_order_relaxed);
     uint64_t mult = atomic_load_explicit(&f->mult, memory_order_relaxed);
-    uint64_t t = mt_tsc_read();
+    uint64_t t = mtx_tsc_read();
     atomic_thread_fence(memory_order_acquire);
-    if (MT_LIKELY(t - tsc0 < len && !(seq & 1) &&
+    if (MTX_LIKELY(t - tsc0 < len && !(seq & 1) &&
                   atomic_load_explicit(&f->seq, memory_order_relaxed) == seq))
         return ns0 + (uint64_t)(((unsigned __int128)(t - tsc0) * mult) >> 32);
-    return mt_now_ns_slow();
+    return mtx_now_ns_slow();
 }
 
-static inline uint64_t mt_now_ns(void)
+static inline uint64_t mtx_now_ns(void)
 {
-    uint64_t v = mt_now_ns_unfloored();
+    uint64_t v = mtx_now_ns_unfloored();
     /* A read that happened before this one (through any lock or atomic of the
      * caller's) left at least its value here; the max is kept with a CAS so that two
      * racing readers cannot lower it. Relaxed is enough: the caller's own
      * synchronization orders the floor's store before this load. */
-    uint64_t floor = atomic_load_explicit(&mt_clock_floor.ns, memory_order_relaxed);
+    uint64_t floor = atomic_load_explicit(&mtx_clock_floor.ns, memory_order_relaxed);
     while (v > floor)
-        if (atomic_compare_exchange_weak_explicit(&mt_clock_floor.ns, &floor, v,
+        if (atomic_compare_exchange_weak_explicit(&mtx_clock_floor.ns, &floor, v,
                                                   memory_order_relaxed, memory_order_relaxed))
             return v;
     return floor;
 }
-/* 1 when mt_now_ns reads the TSC. */
-int mt_clock_is_tsc(void);
+/* 1 when mtx_now_ns reads the TSC. */
+int mtx_clock_is_tsc(void);
 /* Tests only, with no other thread reading the clock: restarts the TSC clock with
  * segments of 2^seg_shift ticks and a first slope off by skew_ppm, and clears the
  * floor (so the clock may go back across a restart). 0, or -1 when the TSC clock is
  * not in use or seg_shift is outside 12..32. */
-int mt_clock_test_restart(unsigned seg_shift, int skew_ppm);
+int mtx_clock_test_restart(unsigned seg_shift, int skew_ppm);
 /* CLOCK_REALTIME in nanoseconds. */
-uint64_t mt_wall_ns(void);
+uint64_t mtx_wall_ns(void);
 /* Kernel thread id of the caller, cached per thread (inline: every event asks). */
-extern MT_TLS uint32_t mt_tls_tid;
-uint32_t mt_gettid_slow(void);
-static inline uint32_t mt_gettid(void)
+extern MTX_TLS uint32_t mtx_tls_tid;
+uint32_t mtx_gettid_slow(void);
+static inline uint32_t mtx_gettid(void)
 {
-    uint32_t tid = mt_tls_tid;
-    return MT_LIKELY(tid != 0) ? tid : mt_gettid_slow();
+    uint32_t tid = mtx_tls_tid;
+    return MTX_LIKELY(tid != 0) ? tid : mtx_gettid_slow();
 }
 
 /* Formats into buf like snprintf for %s %d %u %ld %lu %lld %llu %zu %x %lx %llx %p %%
  * only, with no locale and no malloc. Always NUL-terminates (if size > 0); returns
  * the length written. */
-size_t mt_vformat(char *buf, size_t size, const char *fmt, va_list ap);
-size_t mt_format(char *buf, size_t size, const char *fmt, ...)
+size_t mtx_vformat(char *buf, size_t size, const char *fmt, va_list ap);
+size_t mtx_format(char *buf, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Writes "memtrace: <message>\n" to stderr with write(2). */
-void mt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mtx_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Anonymous memory straight from mmap, zeroed; NULL on failure. Sizes are rounded
  * to pages. */
-void *mt_map(size_t size);
-void mt_unmap(void *p, size_t size);
+void *mtx_map(size_t size);
+void mtx_unmap(void *p, size_t size);
 
 /* A bump arena over mmap'd blocks, for tables that only grow (strings, stacks).
  * Not thread-safe: callers hold their own lock. */
-struct mt_arena {
+struct mtx_arena {
     char *cur;
     size_t left;
 };
-void *mt_arena_alloc(struct mt_arena *a, size_t size, size_t align);
+void *mtx_arena_alloc(struct mtx_arena *a, size_t size, size_t align);
 
 /* Writes all of buf to fd, retrying on EINTR and short writes. 0 or -errno. */
-int mt_write_all(int fd, const void *buf, size_t len);
+int mtx_write_all(int fd, const void *buf, size_t len);
 
 /* 64-bit hash (FNV-1a folded with a mixer) of len bytes. */
-uint64_t mt_hash_bytes(const void *p, size_t len);
-static inline uint64_t mt_hash_u64(uint64_t x)
+uint64_t mtx_hash_bytes(const void *p, size_t len);
+static inline uint64_t mtx_hash_u64(uint64_t x)
 {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
