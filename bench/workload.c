@@ -30,7 +30,12 @@
 #include "memtrace_alloc.h"
 #include "memtrace_device.h"
 
+/* clang has no noclone (it does not clone functions the way GCC does). */
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
 #define NOINLINE __attribute__((noinline, noclone))
+#endif
 /* After a call, so that it is never a tail call and its frame stays on the stack. */
 #define KEEP(p) __asm__ volatile("" : : "r"(p) : "memory")
 

@@ -1006,7 +1006,8 @@ void mt_alloc_provide_state(void *ctx, memtrace_segment_sink sink, void *sink_ct
 
 static void publish_settings(struct memtrace_allocator *a)
 {
-    char json[1024];
+    /* Room for the longest oom_snapshot (511 bytes) with every byte escaped. */
+    char json[4096];
     if (memtrace_alloc_settings_json(a, json, sizeof(json)) > 0)
         memtrace_meta_set("allocator_settings", json);
 }

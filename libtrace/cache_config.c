@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cache_impl.h"
+#include "mtx/escape.h"
 
 static const char known_keys[] =
     "max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
@@ -301,36 +302,40 @@ void mt_alloc_settings_merge(struct mt_alloc_settings *dst, const struct mt_allo
     dst->set_mask |= m;
 }
 
-static size_t json_string(char *buf, size_t size, size_t len, const char *s)
+struct json_out {
+    char *buf;
+    size_t size, len;
+};
+
+static void json_put(void *ctx, const char *p, size_t n)
 {
-    for (const char *p = s;; p++) {
-        char c = *p;
-        const char *esc = NULL;
-        char tmp[8];
-        if (!c)
-            break;
+    struct json_out *o = ctx;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i], tmp[8];
+        size_t k = 1;
+        tmp[0] = c;
         if (c == '"' || c == '\\') {
             tmp[0] = '\\';
             tmp[1] = c;
-            tmp[2] = 0;
-            esc = tmp;
+            k = 2;
         } else if ((unsigned char)c < 0x20) {
-            snprintf(tmp, sizeof(tmp), "\\u%04x", (unsigned)c);
-            esc = tmp;
+            k = (size_t)snprintf(tmp, sizeof(tmp), "\\u%04x", (unsigned)c);
         }
-        if (esc) {
-            for (; *esc; esc++, len++)
-                if (len + 1 < size)
-                    buf[len] = *esc;
-        } else {
-            if (len + 1 < size)
-                buf[len] = c;
-            len++;
-        }
+        for (size_t j = 0; j < k; j++, o->len++)
+            if (o->len + 1 < o->size)
+                o->buf[o->len] = tmp[j];
     }
+}
+
+/* A path is bytes, JSON text is UTF-8: what is not UTF-8 is kept as \xNN text
+ * (mtx/escape.h), or jansson would refuse the whole metadata object. */
+static size_t json_string(char *buf, size_t size, size_t len, const char *s)
+{
+    struct json_out o = {buf, size, len};
+    mtx_escape(s, 1, json_put, &o);
     if (size)
-        buf[len < size ? len : size - 1] = 0;
-    return len;
+        buf[o.len < size ? o.len : size - 1] = 0;
+    return o.len;
 }
 
 size_t mt_alloc_settings_to_json(const struct mt_alloc_settings *s, char *buf, size_t size)

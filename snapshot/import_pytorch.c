@@ -78,17 +78,33 @@ struct imp {
 
 static int ifail(struct imp *im, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The error is one line: control characters that came from the snapshot (a block
+ * state, a JSON token) become \xNN text, so they can neither end the line nor act on
+ * a terminal. */
 static int ifail(struct imp *im, int code, const char *fmt, ...)
 {
     if (im->err && im->err->code == 0) {
+        char raw[sizeof(im->err->text)];
         im->err->code = code;
-        int n = snprintf(im->err->text, sizeof(im->err->text), "%s: ", im->path);
-        if (n < 0 || (size_t)n >= sizeof(im->err->text))
+        int n = snprintf(raw, sizeof(raw), "%s: ", im->path);
+        if (n < 0 || (size_t)n >= sizeof(raw))
             n = 0;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(im->err->text + n, sizeof(im->err->text) - (size_t)n, fmt, ap);
+        vsnprintf(raw + n, sizeof(raw) - (size_t)n, fmt, ap);
         va_end(ap);
+        char *t = im->err->text, *end = t + sizeof(im->err->text) - 1;
+        for (const unsigned char *p = (const unsigned char *)raw; *p && t < end; p++) {
+            if (*p >= 0x20 && *p != 0x7f) {
+                *t++ = (char)*p;
+            } else if (end - t >= 4) {
+                snprintf(t, 5, "\\x%02x", *p);
+                t += 4;
+            } else {
+                break;
+            }
+        }
+        *t = 0;
     }
     return code;
 }

@@ -10,7 +10,7 @@ FAKE_ZE_LIB = tests/fakes/libze_fake.so
 # The fakes define the drivers' functions with no header to declare them first.
 FAKE_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -Wno-missing-prototypes $(SAN_CFLAGS) -pthread \
 	-fPIC -fvisibility=hidden
-FAKE_LINKFLAGS = -shared -Wl,-Bsymbolic-functions -Wl,-z,defs $(SAN_LDFLAGS) -pthread
+FAKE_LINKFLAGS = -shared -Wl,-Bsymbolic-functions $(NO_UNDEFINED_LDFLAGS) $(SAN_LDFLAGS) -pthread
 
 EXTRA_DIST += tests/fakes/fake_cuda.c tests/fakes/fake_mem.c tests/fakes/fake_mem.h \
 	tests/fakes/README.md

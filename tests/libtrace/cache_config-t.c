@@ -1,6 +1,8 @@
 /* cache_config-t: every MEMTRACE_ALLOC_CONF key, valid and invalid, with exact texts. */
 #include <stdlib.h>
 
+#include <jansson.h>
+
 #include "cache_impl.h"
 #include "tests/tap.h"
 
@@ -48,6 +50,30 @@ int main(void)
     is_int(0, s.expandable, "False");
     mt_alloc_settings_to_json(&s, json, sizeof(json));
     ok(strstr(json, "\"max_split_size_mb\": 64") != NULL, "json: %s", json);
+
+    /* A path is bytes: what is not UTF-8 stays as \xNN text, or jansson would refuse the
+     * whole object and the recording's metadata would lose allocator_settings (found by
+     * tests/fuzz/alloc_conf-fuzz). The longest value, every byte escaped, still fits. */
+    is_int(0, mt_alloc_config_parse("oom_snapshot:/tmp/caf\xe9 \"q\"\\\t\xc3\xa9", &s, NULL),
+           "oom_snapshot with a Latin-1 byte, quotes, a backslash, a tab and UTF-8");
+    char big[4096];
+    size_t len = mt_alloc_settings_to_json(&s, big, sizeof(big));
+    json_error_t jerr;
+    json_t *j = json_loads(big, 0, &jerr);
+    is_string("/tmp/caf\\xe9 \"q\"\\\t\xc3\xa9",
+              json_string_value(json_object_get(j, "oom_snapshot")),
+              "the settings read back as JSON, the Latin-1 byte as \\xe9: %s", big);
+    json_decref(j);
+    char conf[600] = "oom_snapshot:";
+    memset(conf + 13, 0x01, 511);
+    conf[13 + 511] = 0;
+    is_int(0, mt_alloc_config_parse(conf, &s, NULL), "511 control bytes");
+    len = mt_alloc_settings_to_json(&s, big, sizeof(big));
+    j = json_loads(big, 0, &jerr);
+    ok(len < sizeof(big) && j != NULL &&
+           strlen(json_string_value(json_object_get(j, "oom_snapshot"))) == 511,
+       "the longest oom_snapshot, every byte escaped, writes in %zu bytes and reads back", len);
+    json_decref(j);
 
     bad("max_split_sz_mb:64", 0,
         "MEMTRACE_ALLOC_CONF: unknown key 'max_split_sz_mb' at 0 (known: max_split_size_mb, "

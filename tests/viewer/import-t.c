@@ -375,6 +375,16 @@ static void broken(void)
     ok(r.status == 1 && cli_lines(r.err) == 1 && strstr(r.err, "not a PyTorch"),
        "neither pickle nor JSON: exit 1, one line");
     cli_free(&r);
+    /* A string from the snapshot inside the error: its newline and escape sequence
+     * are text, not a second line and a colour (found by tests/fuzz/pickle-fuzz). */
+    static const char state[] = "{\"segments\": [{\"address\": 0, \"total_size\": 512, \"blocks\":"
+                                " [{\"size\": 512, \"state\": \"active_a\\nx\\u001b[31m\"}]}]}";
+    write_bytes(js, state, sizeof(state) - 1);
+    r = import(js, out);
+    ok(r.status == 1 && cli_lines(r.err) == 1 &&
+           strstr(r.err, "unknown state 'active_a\\x0ax\\x1b[31m'") && !exists(out),
+       "a control character in an unknown block state: one line, escaped: %s", r.err);
+    cli_free(&r);
 }
 
 /* The reader's own limits, through its API. */
@@ -425,7 +435,7 @@ static void limits(void)
 
 int main(void)
 {
-    plan(47);
+    plan(48);
     cli_scratch();
     real_snapshot();
     known();
