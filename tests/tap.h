@@ -17,6 +17,13 @@ static int tap_planned = -1;
 static int tap_run;
 static int tap_failed;
 
+/* The path to execute this test program again: argv[0] where it names a path, since
+ * under valgrind /proc/self/exe is valgrind's own tool. */
+static inline const char *tap_self(const char *argv0)
+{
+    return strchr(argv0, '/') != NULL ? argv0 : "/proc/self/exe";
+}
+
 static inline void plan(int n)
 {
     tap_planned = n;

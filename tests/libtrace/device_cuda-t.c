@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         setenv("LD_LIBRARY_PATH", fakedir, 1);
         setenv("FAKE_CUDA_MEMORY", "1G", 1);
         unsetenv("FAKE_CUDA_NO_DEVICE");
-        execv("/proc/self/exe", argv);
+        execv(tap_self(argv[0]), argv);
         bail_out("cannot re-execute with LD_LIBRARY_PATH set");
     }
 
@@ -227,7 +227,7 @@ int main(int argc, char **argv)
 
     char log[2048];
     const char *noinit[] = {"FAKE_CUDA_NO_DEVICE", "1", NULL};
-    int code = run_child("/proc/self/exe", noinit, log, sizeof(log));
+    int code = run_child(tap_self(argv[0]), noinit, log, sizeof(log));
     is_int(-MEMTRACE_ENODEV * 16 - MEMTRACE_ENODEV, code, "cuInit failing: ENODEV, twice");
     ok(strstr(log, "cuInit failed") != NULL, "the log says cuInit failed");
     is_int(1, count_lines(log), "one log line for two opens");
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
     char empty[] = "/tmp/device_cuda-t-empty-XXXXXX";
     mkdtemp(empty);
     const char *absent[] = {"LD_LIBRARY_PATH", empty, NULL};
-    code = run_child("/proc/self/exe", absent, log, sizeof(log));
+    code = run_child(tap_self(argv[0]), absent, log, sizeof(log));
     rmdir(empty);
     if (strstr(log, "cannot load libcuda.so.1") || code != 0) {
         is_int(-MEMTRACE_ENODEV * 16 - MEMTRACE_ENODEV, code, "no libcuda.so.1: ENODEV, twice");

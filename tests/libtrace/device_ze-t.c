@@ -153,7 +153,7 @@ int main(int argc, char **argv)
             skip_all("the fake Level Zero driver is not built (tests/fakes/libze_fake.so)");
         setenv(REEXEC_MARK, "1", 1);
         setenv("ZE_ENABLE_ALT_DRIVERS", fake, 1);
-        execv("/proc/self/exe", argv);
+        execv(tap_self(argv[0]), argv);
         bail_out("cannot re-execute with ZE_ENABLE_ALT_DRIVERS set");
     }
     test_fake();
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     if (pid == 0) {
         dup2(fd, 2);
         setenv("ZE_ENABLE_ALT_DRIVERS", "/nonexistent/libze_none.so", 1);
-        execl("/proc/self/exe", argv[0], "--child-open", (char *)NULL);
+        execl(tap_self(argv[0]), argv[0], "--child-open", (char *)NULL);
         _exit(127);
     }
     int st = 0;

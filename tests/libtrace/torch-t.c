@@ -19,7 +19,7 @@ int main(int argc, char **argv)
         mtx_format(path, sizeof(path), "%s/tests/fakes", top ? top : ".");
         setenv("LD_LIBRARY_PATH", path, 1);
         setenv("TORCH_T_CHILD", "1", 1);
-        execv("/proc/self/exe", argv);
+        execv(tap_self(argv[0]), argv);
         skip_all("cannot re-execute");
     }
     p = memtrace_torch_malloc(1000, 0, stream);
