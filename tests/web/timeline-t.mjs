@@ -120,8 +120,9 @@ try {
         'dragging pans the range', JSON.stringify([v1, v2]));
     await screenshot(page, 'timeline-zoomed');
 
-    /* The hash restores the view on a fresh page. */
-    await page.waitForTimeout(300);
+    /* The hash restores the view on a fresh page, once the page has written it. */
+    await page.waitForFunction((t0) => location.hash.includes(`t0=${t0}`), Math.round(v2.t0), { timeout: 10000 })
+        .catch(() => {});
     const page2 = await ctx.newPage();
     await page2.goto(page.url());
     await loadFile(page2, join(gen, 'basic.memtrace'));
