@@ -19,7 +19,9 @@ try {
     const top = () => page.evaluate(() => memtraceViewer.frame().top);
     const choose = async (v) => {
         await page.selectOption('#stream', v);
-        await page.waitForTimeout(250);
+        /* The page writes the hash on a timer, which a loaded machine may run late. */
+        await page.waitForFunction((v) => (v === '' ? !location.hash.includes('stream=')
+            : location.hash.includes(`stream=${v}`)), v, { timeout: 10000 }).catch(() => {});
     };
     const tops = [await top()];
     await choose('1');
