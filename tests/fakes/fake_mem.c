@@ -6,6 +6,20 @@
 
 #include "fake_mem.h"
 
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define FAKE_VG_HANDED_OUT(a, s, n)                                                                \
+    ((a)->readable ? (void)VALGRIND_MAKE_MEM_DEFINED((uintptr_t)(s), (n)) : (void)0)
+#define FAKE_VG_TAKEN_BACK(a, s, n)                                                                \
+    ((a)->readable ? (void)VALGRIND_MAKE_MEM_NOACCESS((uintptr_t)(s), (n)) : (void)0)
+#endif
+#endif
+#ifndef FAKE_VG_HANDED_OUT
+#define FAKE_VG_HANDED_OUT(a, s, n) ((void)0)
+#define FAKE_VG_TAKEN_BACK(a, s, n) ((void)0)
+#endif
+
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -37,6 +51,9 @@ int fake_arena_map(struct fake_arena *a, uint64_t base, uint64_t size, int prot)
 {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     void *p = MAP_FAILED;
+    const char *vg = getenv("MEMTRACE_VALGRIND");
+    if (vg && *vg && size > FAKE_VALGRIND_MAX_SPAN)
+        size = FAKE_VALGRIND_MAX_SPAN;
     if (fake_tsan) {
         if (size > FAKE_TSAN_MAX_SPAN)
             size = FAKE_TSAN_MAX_SPAN;
@@ -51,6 +68,8 @@ int fake_arena_map(struct fake_arena *a, uint64_t base, uint64_t size, int prot)
         return -1;
     a->base = a->bump = (uint64_t)(uintptr_t)p;
     a->size = size;
+    a->readable = (prot & PROT_READ) != 0;
+    FAKE_VG_TAKEN_BACK(a, a->base, size);
     return 0;
 }
 
@@ -94,9 +113,9 @@ static int arena_carve(struct fake_arena *a, size_t i, uint64_t start, uint64_t 
     return 0;
 }
 
-void fake_arena_free(struct fake_arena *a, uint64_t start, uint64_t len);
+static void range_free(struct fake_arena *a, uint64_t start, uint64_t len);
 
-uint64_t fake_arena_alloc(struct fake_arena *a, uint64_t len, uint64_t align)
+static uint64_t range_alloc(struct fake_arena *a, uint64_t len, uint64_t align)
 {
     for (size_t i = 0; i < a->nfree; i++) {
         uint64_t s = fake_align_up(a->free[i].start, align);
@@ -109,11 +128,11 @@ uint64_t fake_arena_alloc(struct fake_arena *a, uint64_t len, uint64_t align)
     uint64_t gap = a->bump;
     a->bump = s + len;
     if (s > gap)
-        fake_arena_free(a, gap, s - gap);
+        range_free(a, gap, s - gap);
     return s;
 }
 
-uint64_t fake_arena_alloc_at(struct fake_arena *a, uint64_t start, uint64_t len)
+static uint64_t range_alloc_at(struct fake_arena *a, uint64_t start, uint64_t len)
 {
     if (start < a->base || start + len > a->base + a->size)
         return 0;
@@ -121,7 +140,7 @@ uint64_t fake_arena_alloc_at(struct fake_arena *a, uint64_t start, uint64_t len)
         uint64_t gap = a->bump;
         a->bump = start + len;
         if (start > gap)
-            fake_arena_free(a, gap, start - gap);
+            range_free(a, gap, start - gap);
         return start;
     }
     for (size_t i = 0; i < a->nfree; i++)
@@ -130,7 +149,7 @@ uint64_t fake_arena_alloc_at(struct fake_arena *a, uint64_t start, uint64_t len)
     return 0;
 }
 
-void fake_arena_free(struct fake_arena *a, uint64_t start, uint64_t len)
+static void range_free(struct fake_arena *a, uint64_t start, uint64_t len)
 {
     size_t i = 0;
     while (i < a->nfree && a->free[i].start < start)
@@ -156,6 +175,28 @@ void fake_arena_free(struct fake_arena *a, uint64_t start, uint64_t len)
         a->bump = a->free[a->nfree - 1].start;
         a->nfree--;
     }
+}
+
+uint64_t fake_arena_alloc(struct fake_arena *a, uint64_t len, uint64_t align)
+{
+    uint64_t s = range_alloc(a, len, align);
+    if (s)
+        FAKE_VG_HANDED_OUT(a, s, len);
+    return s;
+}
+
+uint64_t fake_arena_alloc_at(struct fake_arena *a, uint64_t start, uint64_t len)
+{
+    uint64_t s = range_alloc_at(a, start, len);
+    if (s)
+        FAKE_VG_HANDED_OUT(a, s, len);
+    return s;
+}
+
+void fake_arena_free(struct fake_arena *a, uint64_t start, uint64_t len)
+{
+    range_free(a, start, len);
+    FAKE_VG_TAKEN_BACK(a, start, len);
 }
 
 static size_t obj_slot(const struct fake_table *t, uint64_t addr)

@@ -15,6 +15,7 @@ struct fake_range {
 
 struct fake_arena {
     uint64_t base, size, bump;
+    int readable;
     struct fake_range *free;
     size_t nfree, capfree;
 };
@@ -38,8 +39,17 @@ uint64_t fake_align_up(uint64_t v, uint64_t a);
 /* The largest arena under ThreadSanitizer (its application ranges are about 1.5 TiB). */
 #define FAKE_TSAN_MAX_SPAN (128ULL << 30)
 
+/* The largest arena when MEMTRACE_VALGRIND is set (make check-valgrind): memcheck keeps
+ * state for every 64 KiB of a mapping, so the 4 TiB and 256 GiB arenas cost it
+ * gigabytes per process. Under valgrind, what an arena has not handed out is also
+ * marked inaccessible, so that the leak check at exit does not read tens of gigabytes
+ * of untouched pages (minutes per test), and a test touching freed device memory is
+ * reported. */
+#define FAKE_VALGRIND_MAX_SPAN (64ULL << 30)
+
 /* Maps size bytes with prot at base if that range is free, else anywhere (always
- * anywhere, and at most FAKE_TSAN_MAX_SPAN, under ThreadSanitizer). */
+ * anywhere, and at most FAKE_TSAN_MAX_SPAN, under ThreadSanitizer); at most
+ * FAKE_VALGRIND_MAX_SPAN under valgrind. */
 int fake_arena_map(struct fake_arena *a, uint64_t base, uint64_t size, int prot);
 /* 0 when there is no room. */
 uint64_t fake_arena_alloc(struct fake_arena *a, uint64_t len, uint64_t align);
