@@ -338,6 +338,8 @@ static CUresult cuMemAllocHost_v2_w(void **pp, size_t bytesize)
     CUresult r = f(pp, bytesize);
     if (r == CUDA_SUCCESS)
         record_alloc(src, &src_id, -1, 0, (uint64_t)(uintptr_t)*pp, bytesize);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        mt_ip_record(MEMTRACE_OOM, -1, 0, 0, bytesize, 0, src, &src_id);
     mt_ip_leave();
     return r;
 }
@@ -353,6 +355,8 @@ static CUresult cuMemHostAlloc_w(void **pp, size_t bytesize, unsigned flags)
     CUresult r = f(pp, bytesize, flags);
     if (r == CUDA_SUCCESS)
         record_alloc(src, &src_id, -1, 0, (uint64_t)(uintptr_t)*pp, bytesize);
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        mt_ip_record(MEMTRACE_OOM, -1, 0, 0, bytesize, 0, src, &src_id);
     mt_ip_leave();
     return r;
 }
@@ -461,11 +465,15 @@ static CUresult cuMemCreate_w(CUmemGenericAllocationHandle *handle, size_t size,
     if (!mt_ip_enter())
         return f(handle, size, prop, flags);
     CUresult r = f(handle, size, prop, flags);
+    /* CU_MEM_LOCATION_TYPE_DEVICE is 1; other locations are host memory. */
+    int dev = prop != NULL && prop->location.type == 1 ? prop->location.id : -1;
     if (r == CUDA_SUCCESS) {
-        /* CU_MEM_LOCATION_TYPE_DEVICE is 1; other locations are host memory. */
-        int dev = prop != NULL && prop->location.type == 1 ? prop->location.id : -1;
         mt_ip_record_ex(MEMTRACE_SEGMENT_ALLOC, MT_IP_PHYSICAL, dev, 0, *handle, size, 0, src,
                         &src_id, "physical_create", &cat_id);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        /* cuMemGetInfo answers for the current context's device only. */
+        uint64_t free_bytes = dev >= 0 && dev == device_now() ? free_bytes_now() : 0;
+        mt_ip_record(MEMTRACE_OOM, dev, 0, 0, size, free_bytes, src, &src_id);
     }
     mt_ip_leave();
     return r;

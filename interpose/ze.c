@@ -266,6 +266,13 @@ void mt_ze_alloc(const char *src, uint32_t *id, int idx, ze_handle dev, const vo
                     NULL, NULL);
 }
 
+void mt_ze_oom(const char *src, uint32_t *id, int idx, ze_handle dev, size_t size, ze_result_t r)
+{
+    if (r != ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY && r != ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY)
+        return;
+    mt_ip_record(MEMTRACE_OOM, idx, 0, 0, size, mt_ze_free_bytes(dev), src, id);
+}
+
 int mt_ze_free_known(const char *src, uint32_t *id, const void *addr)
 {
     if (addr == NULL || !live_remove(u64(addr)))
@@ -337,6 +344,8 @@ MT_EXPORT ze_result_t zeMemAllocDevice(ze_handle ctx, const void *desc, size_t s
     ze_result_t r = f(ctx, desc, size, align, dev, out);
     if (r == ZE_RESULT_SUCCESS)
         mt_ze_alloc(src, &src_id, mt_ze_device_index(dev), dev, *out, size);
+    else
+        mt_ze_oom(src, &src_id, mt_ze_device_index(dev), dev, size, r);
     mt_ip_leave();
     return r;
 }
@@ -353,6 +362,8 @@ MT_EXPORT ze_result_t zeMemAllocHost(ze_handle ctx, const void *desc, size_t siz
     ze_result_t r = f(ctx, desc, size, align, out);
     if (r == ZE_RESULT_SUCCESS)
         mt_ze_alloc(src, &src_id, 0, NULL, *out, size);
+    else
+        mt_ze_oom(src, &src_id, 0, NULL, size, r);
     mt_ip_leave();
     return r;
 }
@@ -369,6 +380,8 @@ MT_EXPORT ze_result_t zeMemAllocShared(ze_handle ctx, const void *ddesc, const v
     ze_result_t r = f(ctx, ddesc, hdesc, size, align, dev, out);
     if (r == ZE_RESULT_SUCCESS)
         mt_ze_alloc(src, &src_id, mt_ze_device_index(dev), dev, *out, size);
+    else
+        mt_ze_oom(src, &src_id, mt_ze_device_index(dev), dev, size, r);
     mt_ip_leave();
     return r;
 }

@@ -11,9 +11,11 @@
 typedef uint32_t ze_result_t;
 typedef void *ze_handle;
 
-#define ZE_RESULT_SUCCESS             0u
-#define ZE_RESULT_ERROR_UNINITIALIZED 0x78000001u
-#define MT_ZE_MAX_DEVICES             64
+#define ZE_RESULT_SUCCESS                    0u
+#define ZE_RESULT_ERROR_UNINITIALIZED        0x78000001u
+#define ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY   0x70000002u
+#define ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY 0x70000003u
+#define MT_ZE_MAX_DEVICES                    64
 
 struct ze_physical_desc {
     uint32_t stype;
@@ -30,6 +32,11 @@ int mt_ze_device_index(ze_handle dev);
  * host memory) and remembers it for frees seen by either route. */
 void mt_ze_alloc(const char *src, uint32_t *src_id, int idx, ze_handle dev, const void *addr,
                  size_t size);
+/* Records an oom event: size bytes asked for on device idx (handle dev, NULL for
+ * host memory) and refused with r, with the device's free bytes then where sysman
+ * gives them (else 0). Nothing for results other than out of device or host memory. */
+void mt_ze_oom(const char *src, uint32_t *src_id, int idx, ze_handle dev, size_t size,
+               ze_result_t r);
 /* Records the free of addr if an allocation there was recorded; 1 if it was. */
 int mt_ze_free_known(const char *src, uint32_t *src_id, const void *addr);
 /* Forgets addr (a free recorded another way). */
@@ -52,6 +59,8 @@ int mt_ze_route(void);
 void mt_ze_dlsym_seen(const char *name, void *found);
 /* Records one counter per device the program used (ze_sysman.c); how many. */
 int mt_ze_sample(uint64_t rss);
+/* Free bytes of device dev's local memory from sysman, 0 when it has no figures. */
+uint64_t mt_ze_free_bytes(ze_handle dev);
 
 /* 1 once a tracer is registered with the loader's tracing layer (ze_trace.c). */
 int mt_ze_tracing_registered(void);

@@ -5,10 +5,14 @@
  * program already loaded (never loading one). The 1.8 loader has no zesInit: sysman
  * takes the core device handles, and drivers answer only when ZES_ENABLE_SYSMAN=1
  * was set before zeInit; without it there are no figures and one line says why.
- * Only the sampler thread calls this, outside every wrapper and lock. */
+ * The sampler thread calls this outside every wrapper and lock; an allocation that
+ * failed asks for its device's free bytes (mt_ze_free_bytes) from the program's
+ * thread, so the lookup of the functions happens once, under pthread_once. */
 #include "config.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "interpose.h"
@@ -44,16 +48,15 @@ static int resolved; /* 0 not yet, 1 found, -1 no loader in the process */
 static ze_result_t (*enum_modules)(ze_handle dev, uint32_t *count, ze_handle *modules);
 static ze_result_t (*get_props)(ze_handle module, struct zes_mem_props *p);
 static ze_result_t (*get_state)(ze_handle module, struct zes_mem_state *s);
-static int warned;
+static atomic_int warned;
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
-static int resolve(void)
+static void resolve_now(void)
 {
-    if (resolved != 0)
-        return resolved;
     resolved = -1;
     void *h = dlopen("libze_loader.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (h == NULL)
-        return resolved;
+        return;
     enum_modules = (ze_result_t(*)(ze_handle, uint32_t *, ze_handle *))mt_real_dlsym(
         h, "zesDeviceEnumMemoryModules");
     get_props = (ze_result_t(*)(ze_handle, struct zes_mem_props *))mt_real_dlsym(
@@ -66,17 +69,22 @@ static int resolve(void)
         resolved = 1;
     else
         dlclose(h);
+}
+
+static int resolve(void)
+{
+    pthread_once(&resolve_once, resolve_now);
     return resolved;
 }
 
-static int device_memory(ze_handle dev, uint64_t *used, uint64_t *total)
+/* quiet: the caller has its own answer for no figures (no line). */
+static int device_memory(ze_handle dev, uint64_t *used, uint64_t *total, int quiet)
 {
     ze_handle mods[MAX_MODULES];
     uint32_t n = MAX_MODULES;
     ze_result_t r = enum_modules(dev, &n, mods);
     if (r != ZE_RESULT_SUCCESS) {
-        if (!warned) {
-            warned = 1;
+        if (!quiet && !atomic_exchange(&warned, 1)) {
             mtx_log("Level Zero sysman answered 0x%x: no device memory counters (set "
                     "ZES_ENABLE_SYSMAN=1 before the program's zeInit)",
                     (unsigned)r);
@@ -107,7 +115,7 @@ int mt_ze_sample(uint64_t rss)
         return 0;
     for (int i = 0; i < n; i++) {
         uint64_t used, total;
-        if (devs[i] == NULL || device_memory(devs[i], &used, &total) != 0)
+        if (devs[i] == NULL || device_memory(devs[i], &used, &total, 0) != 0)
             continue;
         struct memtrace_event ev = {
             .action = MEMTRACE_COUNTER,
@@ -123,4 +131,12 @@ int mt_ze_sample(uint64_t rss)
             recorded++;
     }
     return recorded;
+}
+
+uint64_t mt_ze_free_bytes(ze_handle dev)
+{
+    uint64_t used, total;
+    if (dev == NULL || resolve() < 0 || device_memory(dev, &used, &total, 1) != 0)
+        return 0;
+    return total - used;
 }

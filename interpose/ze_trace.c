@@ -214,6 +214,8 @@ CALLBACK(on_alloc_device, p_alloc_device)
     SRC(zeMemAllocDevice);
     if (r == ZE_RESULT_SUCCESS)
         mt_ze_alloc(src, &src_id, device_index(*p->dev), *p->dev, **p->out, *p->size);
+    else
+        mt_ze_oom(src, &src_id, device_index(*p->dev), *p->dev, *p->size, r);
 }
 
 CALLBACK(on_alloc_host, p_alloc_host)
@@ -221,6 +223,8 @@ CALLBACK(on_alloc_host, p_alloc_host)
     SRC(zeMemAllocHost);
     if (r == ZE_RESULT_SUCCESS)
         mt_ze_alloc(src, &src_id, 0, NULL, **p->out, *p->size);
+    else
+        mt_ze_oom(src, &src_id, 0, NULL, *p->size, r);
 }
 
 CALLBACK(on_alloc_shared, p_alloc_shared)
@@ -228,6 +232,8 @@ CALLBACK(on_alloc_shared, p_alloc_shared)
     SRC(zeMemAllocShared);
     if (r == ZE_RESULT_SUCCESS)
         mt_ze_alloc(src, &src_id, device_index(*p->dev), *p->dev, **p->out, *p->size);
+    else
+        mt_ze_oom(src, &src_id, device_index(*p->dev), *p->dev, *p->size, r);
 }
 
 CALLBACK(on_free, p_free)

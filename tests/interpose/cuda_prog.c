@@ -3,7 +3,8 @@
  * one line per expected event:
  *     E <action> <source> <addr> <size> <device>
  * and, after the work, the driver's call counters: C <symbol> <calls>.
- * Modes: driver, threads, fork, kill FD, stacks, hold MS, loop, crash, oom, quiet N. */
+ * Modes: driver, threads, fork, kill FD, stacks, hold MS, loop, crash, oom, oom_more,
+ * quiet N. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -391,6 +392,24 @@ static int oom(void)
     return 0;
 }
 
+/* Host memory beyond the fake's host arena (1 TiB, cuMemAllocHost_v2 and
+ * cuMemHostAlloc), then physical memory: 2 MiB granted, 2 GiB refused (FAKE_CUDA_MEMORY
+ * is 1G); "R <i> <result>" for each, then the release. */
+static int oom_more(void)
+{
+    const size_t tib = (size_t)1 << 40, two_mib = 2u << 20;
+    void *h = NULL;
+    printf("R 0 %d\n", cuMemAllocHost_v2(&h, tib));
+    printf("R 1 %d\n", cuMemHostAlloc(&h, tib, 0));
+    struct alloc_prop prop = {.type = 1, .location = {.type = 1, .id = 0}};
+    CUmemHandle ok_h = 0, big_h = 0;
+    printf("R 2 %d\n", cuMemCreate(&ok_h, two_mib, &prop, 0));
+    printf("R 3 %d\n", cuMemCreate(&big_h, (size_t)1024 * two_mib, &prop, 0));
+    if (ok_h != 0)
+        cuMemRelease(ok_h);
+    return 0;
+}
+
 static int quiet(int n)
 {
     printf("quiet %d\n", n);
@@ -420,6 +439,8 @@ int main(int argc, char **argv)
         return crash();
     if (strcmp(mode, "oom") == 0)
         return oom();
+    if (strcmp(mode, "oom_more") == 0)
+        return oom_more();
     if (strcmp(mode, "hold") == 0 && argc > 2)
         return hold(atoi(argv[2]));
     fprintf(stderr, "cuda_prog: unknown mode %s\n", mode);

@@ -2,7 +2,8 @@
  * cuMemAlloc_v2 calls with CUDA_ERROR_OUT_OF_MEMORY (FAKE_CUDA_FAIL_AT), and a
  * request beyond the device fails for real: the program sees the same results with
  * the preload as without it, and the file has an oom event at each failure with the
- * bytes asked for and the device's free bytes then. */
+ * bytes asked for and the device's free bytes then. Pinned host memory and physical
+ * memory (cuMemCreate) refused for want of room give oom events too. */
 #include "harness.h"
 
 #define MiB (1ULL << 20)
@@ -23,7 +24,7 @@ static int results(const char *out, int *r, int max)
 int main(void)
 {
     h_setup();
-    plan(14);
+    plan(24);
     char path[400];
     snprintf(path, sizeof path, "%s/oom.memtrace", h_tmpdir);
     setenv("MEMTRACE_OUTPUT", path, 1);
@@ -66,6 +67,40 @@ int main(void)
     free(plain_out);
     free(traced_out);
     unsetenv("FAKE_CUDA_FAIL_AT");
+
+    /* Host and physical memory. */
+    snprintf(path, sizeof path, "%s/oom_more.memtrace", h_tmpdir);
+    setenv("MEMTRACE_OUTPUT", path, 1);
+    char *more_argv[] = {PROG_DIR "/cuda_prog", "oom_more", NULL};
+    is_int(0, h_run(more_argv, 0, &plain_out, NULL), "oom_more without the preload: exits 0");
+    is_int(0, h_run(more_argv, 1, &traced_out, NULL), "oom_more with the preload: exits 0");
+    np = results(plain_out, plain, 8);
+    nt = results(traced_out, traced, 8);
+    ok(np == 4 && plain[0] == 2 && plain[1] == 2 && plain[2] == 0 && plain[3] == 2,
+       "1 TiB of pinned host memory refused twice, 2 MiB of physical memory granted, 2 GiB "
+       "refused (2: out of memory)");
+    ok(np == nt && memcmp(plain, traced, sizeof(int) * (size_t)np) == 0,
+       "with the preload the program gets the same results");
+    h_read(&f, path);
+    is_int(0, f.rc, "the file reads");
+    is_int(3, (long long)h_count(&f, MEMTRACE_OOM), "three oom events");
+    /* In order: oom 1 TiB host (twice), the 2 MiB handle, oom 2 GiB, the release. */
+    const struct memtrace_event *h1 = f.n > 0 ? &f.ev[0] : NULL, *h2 = f.n > 1 ? &f.ev[1] : NULL;
+    ok(h1 && h1->action == MEMTRACE_OOM && h1->size == 1024 * GiB && h1->device == -1 &&
+           strcmp(memtrace_reader_string(f.r, h1->source), "cuMemAllocHost_v2") == 0,
+       "cuMemAllocHost_v2: an oom event, 1 TiB asked for, host memory (device -1)");
+    ok(h2 && h2->action == MEMTRACE_OOM && h2->size == 1024 * GiB && h2->device == -1 &&
+           strcmp(memtrace_reader_string(f.r, h2->source), "cuMemHostAlloc") == 0,
+       "cuMemHostAlloc: likewise");
+    const struct memtrace_event *pc = f.n > 3 ? &f.ev[3] : NULL;
+    ok(pc && pc->action == MEMTRACE_OOM && pc->size == 2 * GiB && pc->device == 0 &&
+           strcmp(memtrace_reader_string(f.r, pc->source), "cuMemCreate") == 0,
+       "cuMemCreate: an oom event, 2 GiB asked for on device 0");
+    is_int((long long)(GiB - 2 * MiB), pc ? (long long)pc->aux : -1,
+           "its free bytes: 1 GiB - the 2 MiB handle");
+    h_close(&f);
+    free(plain_out);
+    free(traced_out);
     h_cleanup();
     return exit_status();
 }

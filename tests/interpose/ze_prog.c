@@ -3,17 +3,64 @@
  * physical memory into a reservation. Prints one line per call the interposer should
  * record, "E action source address size device" (a free carries the size and device
  * the recorder knows for the address), in call order, then "C name n" for
- * how often each memory function reached the driver. */
+ * how often each memory function reached the driver.
+ * With "oom" (FAKE_ZE_MEMORY=1G): allocations the driver refuses for want of device
+ * or host memory, "R <i> <result>" for each call and an "E oom" line for each refusal. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ze_prog.h"
 
-int main(void)
+static void result(int i, ze_result_t r)
 {
+    printf("R %d %#x\n", i, (unsigned)r);
+}
+
+/* 256 MiB on device 0, then 1 GiB there (768 MiB left), 2 GiB shared on device 1 and
+ * 1 TiB of host memory: refused, each recorded as an oom in its place. */
+static int oom(void)
+{
+    ze_driver_handle_t drv;
+    ze_device_handle_t dev[2];
+    ze_context_handle_t ctx;
+    two_device_context(&drv, dev, &ctx);
+    ze_device_mem_alloc_desc_t dd = {.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
+    ze_host_mem_alloc_desc_t hd = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
+    const size_t mib = 1u << 20, gib = 1u << 30;
+    void *d = NULL, *x = NULL;
+    ze_result_t r = zeMemAllocDevice(ctx, &dd, 256 * mib, 0, dev[0], &d);
+    result(0, r);
+    if (r == ZE_RESULT_SUCCESS)
+        expect("segment_alloc", "zeMemAllocDevice", d, 256 * mib, 0);
+    r = zeMemAllocDevice(ctx, &dd, gib, 0, dev[0], &x);
+    result(1, r);
+    if (r != ZE_RESULT_SUCCESS)
+        expect("oom", "zeMemAllocDevice", NULL, gib, 0);
+    r = zeMemAllocShared(ctx, &dd, &hd, 2 * (size_t)gib, 0, dev[1], &x);
+    result(2, r);
+    if (r != ZE_RESULT_SUCCESS)
+        expect("oom", "zeMemAllocShared", NULL, 2 * (size_t)gib, 1);
+    r = zeMemAllocHost(ctx, &hd, (size_t)1 << 40, 0, &x);
+    result(3, r);
+    if (r != ZE_RESULT_SUCCESS)
+        expect("oom", "zeMemAllocHost", NULL, (size_t)1 << 40, 0);
+    if (d != NULL) {
+        expect("segment_free", "zeMemFree", d, 256 * mib, 0);
+        CHECK(zeMemFree(ctx, d));
+    }
+    CHECK(zeContextDestroy(ctx));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && strcmp(argv[1], "oom") == 0)
+        return oom();
     ze_driver_handle_t drv;
     ze_device_handle_t dev[2];
     ze_context_handle_t ctx;
