@@ -499,7 +499,8 @@
         ctx.putImageData(img, MARGIN.left, MARGIN.top);
         axes(ctx, W, H, r.top, S.view, r.base);
         drawMarkers(ctx, W, H);
-        lastFrame = { W, H, scale: r.scale, top: r.top, base: r.base, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated };
+        lastFrame = { W, H, scale: r.scale, top: r.top, base: r.base, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated,
+            view: viewKey() };
         drawMinimap();
         S.renderMs = performance.now() - started;
         c.dataset.drawn = String(r.drawn);
@@ -507,6 +508,13 @@
         c.dataset.aggregated = String(r.aggregated);
         if (S.pinned)
             showTooltipFor(S.pinned.hit, S.pinned.x, S.pinned.y, true);
+    }
+
+    /* What a frame of the timeline depends on, to tell whether the last one drawn
+     * still shows the view. */
+    function viewKey() {
+        const v = S.view;
+        return [v.t0, v.t1, v.yMin, v.yMax, v.device, v.stream, S.search, $('color-by').value].join();
     }
 
     let mini = null;
@@ -1482,6 +1490,10 @@
         },
         frame: () => lastFrame && { W: lastFrame.W, H: lastFrame.H, top: lastFrame.top, base: lastFrame.base, drawn: lastFrame.drawn, aggregated: lastFrame.aggregated },
         timings: () => ({ loadMs: S.loadMs, firstDrawMs: S.firstDrawMs, renderMs: S.renderMs }),
+        /* True once the timeline on screen shows the current view: input changes the
+         * view at once but draws on the next animation frame, and toScreen() and
+         * frame() describe the frame drawn. */
+        settled: () => !frameRequested && lastFrame !== null && S.tab === 'timeline' && lastFrame.view === viewKey(),
         setView(t0, t1) {
             S.view.t0 = t0;
             S.view.t1 = t1;
