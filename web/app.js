@@ -62,6 +62,26 @@
     function str(id) {
         return (S.info && S.info.strings[id]) || '';
     }
+    /* The device and stream selectors' choice, which every view shows. */
+    function filter() {
+        return { device: S.view.device, stream: S.view.stream };
+    }
+    function selected(cols, id) {
+        return cols.device[id] === S.view.device && (S.view.stream === null || cols.stream[id] === S.view.stream);
+    }
+    function filterText() {
+        return (S.model.devices.length > 1 ? ` on ${S.view.device < 0 ? 'the host' : 'device ' + S.view.device}` : '') +
+            (S.view.stream === null ? '' : ` on stream ${hex(S.view.stream)}`);
+    }
+    /* The peak of the chosen blocks (segs: of the chosen segments), kept per model. */
+    function peak(segs) {
+        const m = S.model, key = `${segs ? 's' : 'b'} ${S.view.device} ${S.view.stream}`;
+        m.peaks = m.peaks || new Map();
+        if (!m.peaks.has(key))
+            m.peaks.set(key, segs ? Compare.peakOf(m.segs, m.segOps, m.t_min, filter())
+                : Compare.peakOf(m.blocks, m.blockOps, m.t_min, filter()));
+        return m.peaks.get(key);
+    }
 
     /* ---------- loading ---------- */
     let worker = null, jobId = 0;
@@ -457,9 +477,9 @@
             ctx.fillText((a.kind === 1 ? 'end ' : '') + str(a.name), x + 3, 2);
         }
         ctx.setLineDash([]);
-        const f = S.model.figures.allocated;
-        if (f.peak_time_ns !== null) {
-            const x = xOfTime(f.peak_time_ns - S.model.t_min, W);
+        const p = peak(false);
+        if (p.ev !== null) {
+            const x = xOfTime(p.offset, W);
             ctx.strokeStyle = '#c0392b';
             ctx.beginPath();
             ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
@@ -704,15 +724,51 @@
     }
 
     /* ---------- reserved vs allocated ---------- */
+    /* Per column the highest value of a counter series (the latest sample before a
+     * column carries into it), NaN before the first sample; sel(k) picks samples. */
+    function counterColumns(cn, val, sel, W) {
+        const out = new Float64Array(W).fill(NaN), span = S.view.t1 - S.view.t0;
+        let last = NaN;
+        for (let k = 0; k < cn.n; k++) {
+            if (!sel(k))
+                continue;
+            const t = cn.time[k] - S.model.t_min, v = val[k];
+            const x = Math.floor(((t - S.view.t0) / span) * W);
+            if (x < 0) {
+                last = v;
+                continue;
+            }
+            if (x >= W)
+                break;
+            if (last === last && out[x] !== out[x])
+                out[x] = last;
+            out[x] = out[x] === out[x] ? Math.max(out[x], v) : v;
+            last = v;
+        }
+        /* Between samples the level holds. */
+        let carry = NaN;
+        for (let x = 0; x < W; x++) {
+            if (out[x] === out[x])
+                carry = out[x];
+            else
+                out[x] = carry;
+        }
+        return out;
+    }
     function drawReserved() {
         const c = $('reserved');
         const ctx = sizeCanvas(c, 420);
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
         ctx.clearRect(0, 0, c.width, c.height);
         const a = S.tl.levels(S.view, W).max, r = S.segTl.levels(S.view, W).max;
+        /* The counters: device-reported used memory of the device chosen, and the
+         * process's resident set (every sample has it, whatever its device). */
+        const cn = S.model.counters, dev = S.view.device;
+        const used = counterColumns(cn, cn.used, (k) => cn.device[k] === dev && cn.total[k] > 0, W);
+        const rss = counterColumns(cn, cn.rss, (k) => cn.rss[k] > 0, W);
         let top = 0;
         for (let x = 0; x < W; x++)
-            top = Math.max(top, a[x], r[x]);
+            top = Math.max(top, a[x], r[x], used[x] || 0, rss[x] || 0);
         const scale = top > 0 ? (H - 1) / top : 0;
         const area = (vals, fill) => {
             ctx.fillStyle = fill;
@@ -721,18 +777,71 @@
                 ctx.fillRect(MARGIN.left + x, MARGIN.top + H - h, 1, h);
             }
         };
+        const line = (vals, colour, dash) => {
+            ctx.strokeStyle = colour;
+            ctx.lineWidth = 2;
+            ctx.setLineDash(dash);
+            ctx.beginPath();
+            let pen = false;
+            for (let x = 0; x < W; x++) {
+                if (vals[x] !== vals[x]) {
+                    pen = false;
+                    continue;
+                }
+                const y = MARGIN.top + H - vals[x] * scale;
+                if (pen)
+                    ctx.lineTo(MARGIN.left + x + 0.5, y);
+                else
+                    ctx.moveTo(MARGIN.left + x + 0.5, y);
+                pen = true;
+            }
+            ctx.stroke();
+            ctx.setLineDash([]);
+            ctx.lineWidth = 1;
+        };
         area(r, '#c9d6ea');
         area(a, '#3d6fb6');
+        line(used, '#2e8b57', []);
+        line(rss, '#d68910', [6, 3]);
         axes(ctx, W, H, top, S.view);
         drawMarkers(ctx, W, H);
+        /* Out of memory: a red mark at the top of the chart for each of the device
+         * (and stream) chosen. */
+        let ooms = 0;
+        ctx.fillStyle = '#c0392b';
+        for (const o of S.model.ooms) {
+            if (o.device !== dev || (S.view.stream !== null && o.stream !== S.view.stream))
+                continue;
+            const x = xOfTime(o.time - S.model.t_min, W);
+            if (x < MARGIN.left - 1 || x > MARGIN.left + W + 1)
+                continue;
+            ooms++;
+            ctx.fillRect(Math.round(x) - 1, MARGIN.top, 2, H);
+            ctx.beginPath();
+            ctx.moveTo(x - 6, MARGIN.top);
+            ctx.lineTo(x + 6, MARGIN.top);
+            ctx.lineTo(x, MARGIN.top + 10);
+            ctx.fill();
+        }
+        const pa = peak(false), pr = peak(true);
+        const usedMax = used.reduce((m, v) => (v > m ? v : m), 0), rssMax = rss.reduce((m, v) => (v > m ? v : m), 0);
+        const labels = [['#3d6fb6', `allocated${filterText()} (peak ${fmtBytes(pa.bytes)})`],
+            ['#7d93b8', `reserved${filterText()} (peak ${fmtBytes(pr.bytes)})`]];
+        if (usedMax > 0)
+            labels.push(['#2e8b57', `device-reported used (highest in view ${fmtBytes(usedMax)})`]);
+        if (rssMax > 0)
+            labels.push(['#d68910', `process RSS, dashed (highest in view ${fmtBytes(rssMax)})`]);
+        if (ooms)
+            labels.push(['#c0392b', `out of memory: ${ooms} in view`]);
         ctx.font = '12px sans-serif';
         ctx.textAlign = 'left';
-        ctx.fillStyle = '#3d6fb6';
-        ctx.fillText(`allocated (peak ${fmtBytes(S.model.figures.allocated.peak_bytes)})`, MARGIN.left + 8, MARGIN.top + 4);
-        ctx.fillStyle = '#7d93b8';
-        ctx.fillText(`reserved (peak ${fmtBytes(S.model.figures.reserved.peak_bytes)})`, MARGIN.left + 8, MARGIN.top + 20);
-        c.dataset.peakAllocated = String(S.model.figures.allocated.peak_bytes);
-        c.dataset.peakReserved = String(S.model.figures.reserved.peak_bytes);
+        ctx.textBaseline = 'top';
+        labels.forEach(([colour, text], i) => {
+            ctx.fillStyle = colour;
+            ctx.fillText(text, MARGIN.left + 8, MARGIN.top + 4 + 16 * i);
+        });
+        Object.assign(c.dataset, { peakAllocated: String(pa.bytes), peakReserved: String(pr.bytes),
+            usedMax: String(usedMax), rssMax: String(rssMax), ooms: String(ooms), top: String(top) });
     }
 
     /* ---------- memory at a time: segments with their blocks ---------- */
@@ -742,8 +851,10 @@
         return ix.live.ids();
     }
     function atTime() {
-        return S.at !== null ? S.at : S.model.figures.allocated.peak_time_ns !== null
-            ? S.model.figures.allocated.peak_time_ns - S.model.t_min : 0;
+        if (S.at !== null)
+            return S.at;
+        const p = peak(false);
+        return p.ev !== null ? p.offset : 0;
     }
     let stripes = null;
     function stripePattern(ctx) {
@@ -764,9 +875,8 @@
     function drawAtTime() {
         const t = atTime();
         $('attime-label').textContent = `+${fmtTime(t)}`;
-        const dev = S.view.device;
-        const segIds = Array.from(liveAt(S.segTl, t)).filter((id) => S.model.segs.device[id] === dev);
-        const blockIds = Array.from(liveAt(S.tl, t)).filter((id) => S.model.blocks.device[id] === dev);
+        const segIds = Array.from(liveAt(S.segTl, t)).filter((id) => selected(S.model.segs, id));
+        const blockIds = Array.from(liveAt(S.tl, t)).filter((id) => selected(S.model.blocks, id));
         const sc = S.model.segs, bc = S.model.blocks;
         segIds.sort((x, y) => sc.addr[x] - sc.addr[y]);
         const rowH = 22, c = $('attime');
@@ -924,10 +1034,11 @@
         }
         return out;
     }
-    /* The events of the device shown around time t: the last one at or before t
-     * (the one chosen) with up to 20 before and 20 after it. */
+    /* The events of the device and stream chosen (annotations: of every one) around
+     * time t: the last one at or before t (the one chosen) with up to 20 before and
+     * 20 after it. */
     function fillEvents(t) {
-        const L = eventList(), tbody = $('events-table').tBodies[0], dev = S.view.device;
+        const L = eventList(), tbody = $('events-table').tBodies[0];
         tbody.textContent = '';
         let lo = 0, hi = L.T.length;
         while (lo < hi) {
@@ -938,10 +1049,14 @@
                 hi = mid;
         }
         const mine = (j) => {
-            const ev = L.evs[j], k = L.kind[ev];
-            const d = k === 0 ? S.model.blocks.device[L.id[ev]] : k === 1 ? S.model.segs.device[L.id[ev]]
-                : k === 3 ? S.model.ooms[L.id[ev]].device : dev;
-            return d === dev;
+            const ev = L.evs[j], k = L.kind[ev], i = L.id[ev];
+            if (k === 2)
+                return true;
+            if (k === 3) {
+                const o = S.model.ooms[i];
+                return o.device === S.view.device && (S.view.stream === null || o.stream === S.view.stream);
+            }
+            return selected(k === 0 ? S.model.blocks : S.model.segs, i);
         };
         let chosen = lo - 1;
         while (chosen >= 0 && !mine(chosen))
@@ -981,18 +1096,26 @@
         const clock = $('compare-align').value === 'clock';
         const first = Math.min(...files.map((f) => f.model.t_min));
         const offsets = files.map((f) => (clock ? f.model.t_min - first : 0));
+        /* Each file's blocks on the device and stream chosen (the selectors list the
+         * shown file's). */
+        const key = `${S.view.device} ${S.view.stream}`;
         let span = 1, top = 0;
-        files.forEach((f, i) => {
-            if (!f.series)
-                f.series = Compare.levelSeries(f.model);
-            span = Math.max(span, offsets[i] + f.series.end);
-            top = Math.max(top, f.model.figures.allocated.peak_bytes);
+        const series = files.map((f, i) => {
+            f.series = f.series || new Map();
+            if (!f.series.has(key)) {
+                const m = f.model;
+                f.series.set(key, { s: Compare.levelSeries(m, filter()), peak: Compare.peakOf(m.blocks, m.blockOps, m.t_min, filter()) });
+            }
+            const fs = f.series.get(key);
+            span = Math.max(span, offsets[i] + fs.s.end);
+            top = Math.max(top, fs.peak.bytes);
+            return fs;
         });
         axes(ctx, W, H, top, { t0: 0, t1: span });
         const legend = $('compare-legend');
         legend.textContent = '';
         files.forEach((f, i) => {
-            const col = Compare.columnMax(f.series, offsets[i], span, W), colour = FILE_COLOURS[i % FILE_COLOURS.length];
+            const col = Compare.columnMax(series[i].s, offsets[i], span, W), colour = FILE_COLOURS[i % FILE_COLOURS.length];
             ctx.strokeStyle = colour;
             ctx.lineWidth = 1.5;
             ctx.beginPath();
@@ -1015,11 +1138,11 @@
             const sw = el('span', null, 'swatch');
             sw.style.background = colour;
             item.appendChild(sw);
-            item.appendChild(el('span', `${f.info.name}: peak ${fmtBytes(f.model.figures.allocated.peak_bytes)}`));
+            item.appendChild(el('span', `${f.info.name}: peak ${fmtBytes(series[i].peak.bytes)}${filterText()}`));
             legend.appendChild(item);
         });
         ctx.lineWidth = 1;
-        c.dataset.peaks = JSON.stringify(files.map((f) => f.model.figures.allocated.peak_bytes));
+        c.dataset.peaks = JSON.stringify(series.map((fs) => fs.peak.bytes));
         c.dataset.span = String(span);
         fillStackDiff();
     }
@@ -1027,7 +1150,7 @@
     function fillStackDiff() {
         const a = S.files[Number($('compare-a').value)] || S.files[0];
         const b = S.files[Number($('compare-b').value)] || S.files[0];
-        const rows = Compare.stackDiff(a, b), tbody = $('compare-table').tBodies[0];
+        const rows = Compare.stackDiff(a, b, filter()), tbody = $('compare-table').tBodies[0];
         tbody.textContent = '';
         let up = 0, down = 0, upBytes = 0, downBytes = 0;
         for (const r of rows) {
@@ -1039,10 +1162,11 @@
                 downBytes -= r.delta;
             }
         }
-        const fa = a.model.figures.allocated, fb = b.model.figures.allocated;
+        const pa = Compare.peakOf(a.model.blocks, a.model.blockOps, a.model.t_min, filter()).bytes;
+        const pb = Compare.peakOf(b.model.blocks, b.model.blockOps, b.model.t_min, filter()).bytes;
         $('compare-summary').textContent = a === b ? 'Choose two different files.' :
-            `Peak ${fmtBytes(fa.peak_bytes)} in ${a.info.name}, ${fmtBytes(fb.peak_bytes)} in ${b.info.name} ` +
-            `(${fb.peak_bytes >= fa.peak_bytes ? '+' : '-'}${fmtBytes(Math.abs(fb.peak_bytes - fa.peak_bytes))}). ` +
+            `Peak${filterText()} ${fmtBytes(pa)} in ${a.info.name}, ${fmtBytes(pb)} in ${b.info.name} ` +
+            `(${pb >= pa ? '+' : '-'}${fmtBytes(Math.abs(pb - pa))}). ` +
             `${rows.length} stacks differ: ${up} grew or are new (+${fmtBytes(upBytes)}), ` +
             `${down} shrank or are gone (-${fmtBytes(downBytes)}).`;
         for (const r of rows.slice(0, 500)) {
@@ -1071,18 +1195,17 @@
             $('flame').textContent = '';
             return;
         }
-        const st = S.view.stream, keep = st === null ? null : (id) => c.stream[id] === st;
-        const p = st === null ? { ev: f.peak_event, bytes: f.peak_bytes, offset: f.peak_offset_ns } : streamPeak(st);
+        const p = peak(false);
         if (p.ev === null) {
-            $('peak-summary').textContent = `Nothing was allocated on stream ${hex(st)}.`;
+            $('peak-summary').textContent = `Nothing was allocated${filterText()}.`;
             $('flame').textContent = '';
             return;
         }
-        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, p.ev, keep)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
+        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, p.ev, (id) => selected(c, id))].map(([k, [bytes, count]]) => [k, { bytes, count }]));
         let count = 0;
         for (const g of groups.values())
             count += g.count;
-        $('peak-summary').textContent = `Peak of allocated memory${st === null ? '' : ' on stream ' + hex(st)}: ${fmtBytes(p.bytes)} (${p.bytes} bytes) at +${fmtTime(p.offset)}, event ${p.ev}, in ${count} blocks from ${groups.size} stacks.`;
+        $('peak-summary').textContent = `Peak of allocated memory${filterText()}: ${fmtBytes(p.bytes)} (${p.bytes} bytes) at +${fmtTime(p.offset)}, event ${p.ev}, in ${count} blocks from ${groups.size} stacks.`;
         drawFlame(groups);
         const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
         for (const [stack, g] of sorted) {
@@ -1098,26 +1221,6 @@
             tr.appendChild(td);
             tbody.appendChild(tr);
         }
-    }
-
-    /* The first event at which one stream's allocated bytes exceed every earlier
-     * level, by the same rule as the file's peak. */
-    function streamPeak(st) {
-        const c = S.model.blocks, ops = S.model.blockOps;
-        let cur = 0, best = { ev: null, bytes: 0, offset: 0 };
-        for (let k = 0; k < ops.length; k++) {
-            const v = ops[k], id = v > 0 ? v - 1 : -v - 1;
-            if (c.stream[id] !== st)
-                continue;
-            if (v < 0) {
-                cur -= c.size[id];
-                continue;
-            }
-            cur += c.size[id];
-            if (cur > best.bytes)
-                best = { ev: c.ev0[id], bytes: cur, offset: c.t0[id] - S.model.t_min };
-        }
-        return best;
     }
 
     /* The stacks live at the peak as a tree, outermost frame at the top; frames of
