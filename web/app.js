@@ -14,7 +14,8 @@
         model: null, info: null, tl: null, segTl: null,
         files: [], cur: 0, /* every file opened together ({model, info}); the one shown */
         view: { t0: 0, t1: 1, device: null, stream: null },
-        tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null, flameFocus: [],
+        tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null, matchIds: null, flameFocus: [],
+        peakSort: { key: 'bytes', dir: -1 },
         renderMs: 0, loadStart: 0, loadMs: 0, firstDrawMs: 0,
     };
     const MARGIN = { left: 78, right: 12, top: 16, bottom: 26 };
@@ -515,6 +516,7 @@
         }
         const img = frameImage.img, px = frameImage.px;
         S.tl.match = S.match;
+        S.tl.matchIds = S.matchIds;
         const r = S.tl.render(S.view, W, H, px, 0xffffffff);
         ctx.putImageData(img, MARGIN.left, MARGIN.top);
         axes(ctx, W, H, r.top, S.view, r.base);
@@ -586,6 +588,24 @@
         S.view.t1 = t1;
     }
 
+    function resetView() {
+        if (!S.model)
+            return;
+        S.view.t0 = 0;
+        S.view.t1 = Math.max(1, S.model.t_max - S.model.t_min);
+        delete S.view.yMin;
+        delete S.view.yMax;
+        redraw();
+        writeHash();
+    }
+    function zoomKey(factor) {
+        const mid = (S.view.t0 + S.view.t1) / 2, half = ((S.view.t1 - S.view.t0) * factor) / 2;
+        S.view.t0 = mid - half;
+        S.view.t1 = mid + half;
+        clampView();
+        redraw();
+        writeHash();
+    }
     function zoomAt(clientX, factor) {
         const c = $('timeline'), rect = c.getBoundingClientRect();
         const W = c.width - MARGIN.left - MARGIN.right;
@@ -701,13 +721,45 @@
     }
 
     /* ---------- search ---------- */
+    /* A query is an address (0x...: the blocks that held it), stack:N (that stack),
+     * or text found in a frame's function, file or module (the stacks through such a
+     * frame). What matches keeps its colour on the timeline, the rest is dimmed. */
     function setSearch(q) {
         S.search = q.trim();
-        if (!S.search || !S.info) {
-            S.match = null;
+        S.match = null;
+        S.matchIds = null;
+        const res = $('search-result');
+        res.textContent = '';
+        if (!S.search || !S.info)
+            return;
+        const info = S.info, nStacks = info.stackParent.length;
+        if (/^0x[0-9a-f]+$/i.test(S.search)) {
+            const a = Number(BigInt(S.search)), c = S.model.blocks, ids = new Uint8Array(c.n);
+            let n = 0, first = -1;
+            for (let id = 0; id < c.n; id++) {
+                if (c.addr[id] <= a && a < c.addr[id] + Math.max(1, c.size[id])) {
+                    ids[id] = 1;
+                    n++;
+                    if (first < 0)
+                        first = id;
+                }
+            }
+            S.matchIds = ids;
+            res.textContent = n ? `${n} block${n > 1 ? 's' : ''} held ${hex(a)}, the first from +${fmtTime(c.t0[first] - S.model.t_min)}`
+                : `no block held ${hex(a)}`;
             return;
         }
-        const needle = S.search.toLowerCase(), info = S.info;
+        const m = new Uint8Array(nStacks), st = /^stack:(\d+)$/i.exec(S.search);
+        if (st) {
+            const id = Number(st[1]);
+            if (id < nStacks)
+                m[id] = 1;
+            const f = id < nStacks ? stackOf(id, 1)[0] : null;
+            res.textContent = id < nStacks ? `stack ${id}${f ? ': ' + frameText(f) : ''}` : `no stack ${id}`;
+            S.match = m;
+            return;
+        }
+        const needle = S.search.toLowerCase();
         const frameHit = new Uint8Array(info.frames.length);
         for (let i = 1; i < info.frames.length; i++) {
             const f = info.frames[i];
@@ -717,9 +769,12 @@
                 frameHit[i] = 1;
         }
         /* A stack matches if any node on its path does: parents have smaller ids. */
-        const n = info.stackParent.length, m = new Uint8Array(n);
-        for (let id = 1; id < n; id++)
+        let n = 0;
+        for (let id = 1; id < nStacks; id++) {
             m[id] = frameHit[info.stackFrame[id]] || m[info.stackParent[id]];
+            n += m[id];
+        }
+        res.textContent = `${n} stack${n === 1 ? '' : 's'} match`;
         S.match = m;
     }
 
@@ -1207,9 +1262,22 @@
             count += g.count;
         $('peak-summary').textContent = `Peak of allocated memory${filterText()}: ${fmtBytes(p.bytes)} (${p.bytes} bytes) at +${fmtTime(p.offset)}, event ${p.ev}, in ${count} blocks from ${groups.size} stacks.`;
         drawFlame(groups);
-        const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
-        for (const [stack, g] of sorted) {
+        /* Sorted by the column chosen (bytes first), ties by bytes, then stack id. */
+        const { key, dir } = S.peakSort;
+        const inner = (stack) => {
+            const f = stackOf(stack, 1)[0];
+            return f ? frameText(f) : '';
+        };
+        const rows = [...groups.entries()].map(([stack, g]) => ({ stack, g, text: key === 'stack' ? inner(stack) : '' }));
+        rows.sort((a, b) => dir * (key === 'stack' ? (a.text < b.text ? -1 : a.text > b.text ? 1 : 0) : a.g[key] - b.g[key]) ||
+            b.g.bytes - a.g.bytes || a.stack - b.stack);
+        for (const th of document.querySelectorAll('#peak-table th[data-sort]')) {
+            th.classList.toggle('sorted-desc', th.dataset.sort === key && dir < 0);
+            th.classList.toggle('sorted-asc', th.dataset.sort === key && dir > 0);
+        }
+        for (const { stack, g } of rows.slice(0, 200)) {
             const tr = el('tr');
+            tr.dataset.stack = String(stack);
             tr.appendChild(el('td', fmtBytes(g.bytes), 'num'));
             tr.appendChild(el('td', String(g.count), 'num'));
             const td = el('td');
@@ -1339,7 +1407,13 @@
         add('oom events', String(f.oom.count));
         for (const k of Object.keys(info.meta || {})) {
             const v = info.meta[k];
-            add(`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v));
+            /* A table of settings (a snapshot's allocator_settings): one row each. */
+            if (v && typeof v === 'object' && !Array.isArray(v))
+                for (const sk of Object.keys(v))
+                    add(`${k === 'allocator_settings' ? 'allocator setting' : 'meta ' + k} ${sk}`,
+                        typeof v[sk] === 'string' ? v[sk] : JSON.stringify(v[sk]));
+            else
+                add(`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v));
         }
         const at = $('action-table').tBodies[0];
         at.textContent = '';
@@ -1408,6 +1482,25 @@
             S.at = Number(tr.dataset.t);
             redraw();
         });
+        for (const th of document.querySelectorAll('#peak-table th[data-sort]')) {
+            th.addEventListener('click', () => {
+                const key = th.dataset.sort;
+                S.peakSort = { key, dir: S.peakSort.key === key ? -S.peakSort.dir : key === 'stack' ? 1 : -1 };
+                if (S.model)
+                    fillPeak();
+            });
+        }
+        /* A row of the peak table shows its stack on the timeline. */
+        $('peak-table').tBodies[0].addEventListener('click', (e) => {
+            const tr = e.target.closest && e.target.closest('tr[data-stack]');
+            if (!tr || !S.model)
+                return;
+            $('search').value = `stack:${tr.dataset.stack}`;
+            setSearch($('search').value);
+            showTab('timeline');
+        });
+        $('help-button').addEventListener('click', () => ($('help').hidden = !$('help').hidden));
+        $('help-close').addEventListener('click', () => ($('help').hidden = true));
         const flame = $('flame');
         flame.addEventListener('mousemove', (e) => {
             const n = flameNode(e);
@@ -1535,21 +1628,45 @@
             if (!S.pinned)
                 hideTooltip();
         });
-        c.addEventListener('dblclick', () => {
-            if (!S.model)
-                return;
-            S.view.t0 = 0;
-            S.view.t1 = Math.max(1, S.model.t_max - S.model.t_min);
-            delete S.view.yMin;
-            delete S.view.yMax;
-            redraw();
-            writeHash();
-        });
+        c.addEventListener('dblclick', resetView);
         window.addEventListener('keydown', (e) => {
             if (e.key === 'Escape') {
                 S.pinned = null;
                 hideTooltip();
+                $('help').hidden = true;
+                return;
             }
+            const t = e.target;
+            if (e.ctrlKey || e.metaKey || e.altKey || (t && ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName)))
+                return;
+            if (e.key === '?') {
+                $('help').hidden = !$('help').hidden;
+                return;
+            }
+            if (!S.model)
+                return;
+            const tabs = [...document.querySelectorAll('#tabs button')].filter((b) => !b.hidden);
+            if (e.key === '+' || e.key === '=') {
+                zoomKey(0.5);
+            } else if (e.key === '-' || e.key === '_') {
+                zoomKey(2);
+            } else if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') {
+                const d = (e.key === 'ArrowLeft' ? -0.1 : 0.1) * (S.view.t1 - S.view.t0);
+                S.view.t0 += d;
+                S.view.t1 += d;
+                clampView();
+                redraw();
+                writeHash();
+            } else if (e.key === '0') {
+                resetView();
+            } else if (e.key === '/') {
+                $('search').focus();
+            } else if (/^[1-9]$/.test(e.key) && Number(e.key) <= tabs.length) {
+                showTab(tabs[Number(e.key) - 1].dataset.view);
+            } else {
+                return;
+            }
+            e.preventDefault();
         });
         const mm = $('minimap');
         let mdrag = false;

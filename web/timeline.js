@@ -305,6 +305,7 @@ function memtraceTimelineFactory() {
             this.colors = new Map();
             this.minPx = 1;
             this.match = null; /* Uint8Array by stack id: search hits keep their colour */
+            this.matchIds = null; /* the same by block id */
             this.lv = new Map(); /* 'device stream' -> Levels */
         }
 
@@ -323,7 +324,7 @@ function memtraceTimelineFactory() {
         }
 
         colorOf(id) {
-            if (this.match && !this.match[this.m.blocks.stack[id]])
+            if ((this.match && !this.match[this.m.blocks.stack[id]]) || (this.matchIds && !this.matchIds[id]))
                 return DIM;
             const key = this.colorBy === 'category' ? this.m.blocks.category[id] : this.m.blocks.stack[id];
             let c = this.colors.get(key);
@@ -343,9 +344,10 @@ function memtraceTimelineFactory() {
         /* colorOf by block id, filled as blocks are drawn (0: not yet), for as long
          * as the colouring and the search stay the same. */
         idColors() {
-            if (!this.idCache || this.idCacheMatch !== this.match) {
+            if (!this.idCache || this.idCacheMatch !== this.match || this.idCacheIds !== this.matchIds) {
                 this.idCache = new Uint32Array(this.m.blocks.n);
                 this.idCacheMatch = this.match;
+                this.idCacheIds = this.matchIds;
             }
             return this.idCache;
         }
