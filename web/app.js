@@ -13,7 +13,7 @@
     const S = {
         model: null, info: null, tl: null, segTl: null,
         files: [], cur: 0, /* every file opened together ({model, info}); the one shown */
-        view: { t0: 0, t1: 1, device: null, stream: null },
+        view: { t0: 0, t1: 1, device: null, stream: null, category: null },
         tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null, matchIds: null, flameFocus: [],
         peakSort: { key: 'bytes', dir: -1 },
         renderMs: 0, loadStart: 0, loadMs: 0, firstDrawMs: 0,
@@ -63,23 +63,36 @@
     function str(id) {
         return (S.info && S.info.strings[id]) || '';
     }
-    /* The device and stream selectors' choice, which every view shows. */
-    function filter() {
-        return { device: S.view.device, stream: S.view.stream };
+    /* The device, stream and category selectors' choice, which every view shows.
+     * A category is a block's (a segment has none): segments are chosen by device
+     * and stream only. file: another file of the set, whose category of the same
+     * name is chosen (ids differ between files; -1 where it has none). */
+    function filter(file) {
+        let category = S.view.category;
+        if (file && file.info !== S.info && category !== null) {
+            const name = category ? str(category) : '';
+            category = category ? file.model.categories.find((k) => k && file.info.strings[k] === name) : 0;
+            if (category === undefined)
+                category = -1;
+        }
+        return { device: S.view.device, stream: S.view.stream, category };
     }
     function selected(cols, id) {
-        return cols.device[id] === S.view.device && (S.view.stream === null || cols.stream[id] === S.view.stream);
+        return cols.device[id] === S.view.device && (S.view.stream === null || cols.stream[id] === S.view.stream) &&
+            (S.view.category === null || cols !== S.model.blocks || cols.category[id] === S.view.category);
     }
     function filterText() {
-        return (S.model.devices.length > 1 ? ` on ${S.view.device < 0 ? 'the host' : 'device ' + S.view.device}` : '') +
-            (S.view.stream === null ? '' : ` on stream ${hex(S.view.stream)}`);
+        const v = S.view;
+        return (S.model.devices.length > 1 ? ` on ${v.device < 0 ? 'the host' : 'device ' + v.device}` : '') +
+            (v.stream === null ? '' : ` on stream ${hex(v.stream)}`) +
+            (v.category === null ? '' : ` in category ${v.category ? str(v.category) : '(none)'}`);
     }
     /* The peak of the chosen blocks (segs: of the chosen segments), kept per model. */
     function peak(segs) {
-        const m = S.model, key = `${segs ? 's' : 'b'} ${S.view.device} ${S.view.stream}`;
+        const m = S.model, v = S.view, key = `${segs ? 's' : 'b'} ${v.device} ${v.stream} ${segs ? '' : v.category}`;
         m.peaks = m.peaks || new Map();
         if (!m.peaks.has(key))
-            m.peaks.set(key, segs ? Compare.peakOf(m.segs, m.segOps, m.t_min, filter())
+            m.peaks.set(key, segs ? Compare.peakOf(m.segs, m.segOps, m.t_min, { ...filter(), category: null })
                 : Compare.peakOf(m.blocks, m.blockOps, m.t_min, filter()));
         return m.peaks.get(key);
     }
@@ -249,7 +262,19 @@
             o.value = String(st);
             sel.appendChild(o);
         }
-        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0], stream: null };
+        const cat = $('category');
+        cat.textContent = '';
+        const any = el('option', 'all');
+        any.value = '';
+        cat.appendChild(any);
+        for (const k of model.categories) {
+            const o = el('option', k ? str(k) : '(none)');
+            o.value = String(k);
+            cat.appendChild(o);
+        }
+        /* Shown where there is a choice to make. */
+        cat.parentElement.hidden = model.categories.length < 2;
+        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0], stream: null, category: null };
         if (fromHash) {
             readHash();
         } else {
@@ -258,6 +283,7 @@
         }
         dev.value = String(S.view.device);
         sel.value = S.view.stream === null ? '' : String(S.view.stream);
+        cat.value = S.view.category === null ? '' : String(S.view.category);
         $('drop').hidden = true;
         const msgs = [];
         if (info.error)
@@ -293,6 +319,9 @@
         const st = num('stream');
         if (h.get('stream') && st !== null && S.model && S.model.streams.includes(st))
             S.view.stream = st;
+        const cat = num('cat');
+        if (h.get('cat') && cat !== null && S.model && S.model.categories.includes(cat))
+            S.view.category = cat;
         if (h.get('color') === 'category' || h.get('color') === 'stack') {
             $('color-by').value = h.get('color');
             S.tl.setColorBy(h.get('color'));
@@ -316,6 +345,8 @@
             h.set('dev', String(S.view.device));
             if (S.view.stream !== null)
                 h.set('stream', String(S.view.stream));
+            if (S.view.category !== null)
+                h.set('cat', String(S.view.category));
             h.set('color', $('color-by').value);
             if (S.search)
                 h.set('q', S.search);
@@ -536,7 +567,7 @@
      * still shows the view. */
     function viewKey() {
         const v = S.view;
-        return [v.t0, v.t1, v.yMin, v.yMax, v.device, v.stream, S.search, $('color-by').value].join();
+        return [v.t0, v.t1, v.yMin, v.yMax, v.device, v.stream, v.category, S.search, $('color-by').value].join();
     }
 
     let mini = null;
@@ -544,8 +575,9 @@
         const c = $('minimap');
         const ctx = sizeCanvas(c, 48);
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - 4;
-        if (!mini || mini.W !== W || mini.device !== S.view.device || mini.stream !== S.view.stream)
-            mini = { W, device: S.view.device, stream: S.view.stream, max: Timeline.overview(S.tl, S.view.device, W, S.view.stream) };
+        const v = S.view;
+        if (!mini || mini.W !== W || mini.device !== v.device || mini.stream !== v.stream || mini.category !== v.category)
+            mini = { W, device: v.device, stream: v.stream, category: v.category, max: Timeline.overview(S.tl, v.device, W, v.stream, v.category) };
         ctx.clearRect(0, 0, c.width, c.height);
         let top = 0;
         for (const v of mini.max)
@@ -815,7 +847,7 @@
         const ctx = sizeCanvas(c, 420);
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
         ctx.clearRect(0, 0, c.width, c.height);
-        const a = S.tl.levels(S.view, W).max, r = S.segTl.levels(S.view, W).max;
+        const a = S.tl.levels(S.view, W).max, r = S.segTl.levels({ ...S.view, category: null }, W).max;
         /* The counters: device-reported used memory of the device chosen, and the
          * process's resident set (every sample has it, whatever its device). */
         const cn = S.model.counters, dev = S.view.device;
@@ -1153,13 +1185,13 @@
         const offsets = files.map((f) => (clock ? f.model.t_min - first : 0));
         /* Each file's blocks on the device and stream chosen (the selectors list the
          * shown file's). */
-        const key = `${S.view.device} ${S.view.stream}`;
         let span = 1, top = 0;
         const series = files.map((f, i) => {
+            const fl = filter(f), key = `${fl.device} ${fl.stream} ${fl.category}`;
             f.series = f.series || new Map();
             if (!f.series.has(key)) {
                 const m = f.model;
-                f.series.set(key, { s: Compare.levelSeries(m, filter()), peak: Compare.peakOf(m.blocks, m.blockOps, m.t_min, filter()) });
+                f.series.set(key, { s: Compare.levelSeries(m, fl), peak: Compare.peakOf(m.blocks, m.blockOps, m.t_min, fl) });
             }
             const fs = f.series.get(key);
             span = Math.max(span, offsets[i] + fs.s.end);
@@ -1205,7 +1237,7 @@
     function fillStackDiff() {
         const a = S.files[Number($('compare-a').value)] || S.files[0];
         const b = S.files[Number($('compare-b').value)] || S.files[0];
-        const rows = Compare.stackDiff(a, b, filter()), tbody = $('compare-table').tBodies[0];
+        const rows = Compare.stackDiff(a, b, filter(a), filter(b)), tbody = $('compare-table').tBodies[0];
         tbody.textContent = '';
         let up = 0, down = 0, upBytes = 0, downBytes = 0;
         for (const r of rows) {
@@ -1217,8 +1249,8 @@
                 downBytes -= r.delta;
             }
         }
-        const pa = Compare.peakOf(a.model.blocks, a.model.blockOps, a.model.t_min, filter()).bytes;
-        const pb = Compare.peakOf(b.model.blocks, b.model.blockOps, b.model.t_min, filter()).bytes;
+        const pa = Compare.peakOf(a.model.blocks, a.model.blockOps, a.model.t_min, filter(a)).bytes;
+        const pb = Compare.peakOf(b.model.blocks, b.model.blockOps, b.model.t_min, filter(b)).bytes;
         $('compare-summary').textContent = a === b ? 'Choose two different files.' :
             `Peak${filterText()} ${fmtBytes(pa)} in ${a.info.name}, ${fmtBytes(pb)} in ${b.info.name} ` +
             `(${pb >= pa ? '+' : '-'}${fmtBytes(Math.abs(pb - pa))}). ` +
@@ -1544,6 +1576,13 @@
         });
         $('stream').addEventListener('change', (e) => {
             S.view.stream = e.target.value === '' ? null : Number(e.target.value);
+            mini = null;
+            S.flameFocus = [];
+            redraw();
+            writeHash();
+        });
+        $('category').addEventListener('change', (e) => {
+            S.view.category = e.target.value === '' ? null : Number(e.target.value);
             mini = null;
             S.flameFocus = [];
             redraw();

@@ -7,22 +7,25 @@
  * - stackDiff(a, b): stacks matched by their frames (ids differ between files),
  *   with the bytes and blocks each had live at its file's peak of allocated
  *   memory (docs/REPLAY.md rule 12), for every stack where the bytes differ, the
- *   largest change first. a and b are {model, info} as the viewer holds them;
+ *   largest change first. a and b are {model, info} as the viewer holds them,
+ *   filterA and filterB (filterA where absent) choose their blocks;
  * - peakOf(cols, ops, t_min, filter): the peak of the chosen intervals' level, by
  *   the same rule as the file's (the first op at which the level exceeds every
  *   earlier one): {ev, bytes, offset}, ev null when nothing was chosen.
- * filter, where taken: {device, stream} (null: any) chooses the blocks counted. */
+ * filter, where taken: {device, stream, category} (null or absent: any) chooses the
+ * intervals counted. */
 function memtraceCompareFactory() {
     'use strict';
     const Format = typeof module === 'object' && module.exports ? require('./format.js') : globalThis.MemtraceFormat;
     const Replay = typeof module === 'object' && module.exports ? require('./replay.js') : globalThis.MemtraceReplay;
 
     function chooser(cols, filter) {
-        const dev = filter && filter.device !== undefined ? filter.device : null;
-        const st = filter && filter.stream !== undefined ? filter.stream : null;
-        if (dev === null && st === null)
+        const get = (k) => (filter && filter[k] !== undefined ? filter[k] : null);
+        const dev = get('device'), st = get('stream'), cat = get('category');
+        if (dev === null && st === null && cat === null)
             return null;
-        return (id) => (dev === null || cols.device[id] === dev) && (st === null || cols.stream[id] === st);
+        return (id) => (dev === null || cols.device[id] === dev) && (st === null || cols.stream[id] === st) &&
+            (cat === null || cols.category[id] === cat);
     }
 
     function peakOf(cols, ops, t_min, filter) {
@@ -100,8 +103,8 @@ function memtraceCompareFactory() {
         return out;
     }
 
-    function stackDiff(a, b, filter) {
-        const A = atPeak(a, filter), B = atPeak(b, filter), rows = [];
+    function stackDiff(a, b, filterA, filterB) {
+        const A = atPeak(a, filterA), B = atPeak(b, filterB === undefined ? filterA : filterB), rows = [];
         for (const key of new Set([...A.keys(), ...B.keys()])) {
             const x = A.get(key), y = B.get(key);
             const ab = x ? x.bytes : 0, bb = y ? y.bytes : 0;

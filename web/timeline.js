@@ -199,20 +199,21 @@ function memtraceTimelineFactory() {
         }
     }
 
-    /* The level of the chosen intervals (device dev, stream st; null: any) in runs
-     * of RUN ops: before[r] the level before run r, high[r] the highest level after
-     * any op of run r. */
+    /* The level of the chosen intervals (device dev, stream st, category cat; null:
+     * any) in runs of RUN ops: before[r] the level before run r, high[r] the highest
+     * level after any op of run r. */
     class Levels {
-        constructor(index, cols, dev, st) {
+        constructor(index, cols, dev, st, cat) {
             this.ix = index;
             this.c = cols;
             this.dev = dev;
             this.st = st;
+            this.cat = cat;
             const ops = index.ops, n = ops.length, runs = Math.ceil(n / RUN);
             this.before = new Float64Array(runs + 1);
             this.high = new Float64Array(runs);
             let cur = 0;
-            const size = cols.size, all = dev === null && st === null;
+            const size = cols.size, all = dev === null && st === null && cat === null;
             for (let r = 0; r < runs; r++) {
                 this.before[r] = cur;
                 let hi = cur;
@@ -231,7 +232,8 @@ function memtraceTimelineFactory() {
         /* The level after op v, from level cur. */
         step(v, cur) {
             const c = this.c, id = v > 0 ? v - 1 : -v - 1;
-            if ((this.dev !== null && c.device[id] !== this.dev) || (this.st !== null && c.stream[id] !== this.st))
+            if ((this.dev !== null && c.device[id] !== this.dev) || (this.st !== null && c.stream[id] !== this.st) ||
+                (this.cat !== null && c.category[id] !== this.cat))
                 return cur;
             return v > 0 ? cur + c.size[id] : cur - c.size[id];
         }
@@ -272,6 +274,10 @@ function memtraceTimelineFactory() {
         }
     }
 
+    function nullish(v) {
+        return v === undefined ? null : v;
+    }
+
     function hashColor(id) {
         let x = Math.imul(id ^ 0x9e3779b9, 0x85ebca6b);
         x ^= x >>> 13;
@@ -295,8 +301,8 @@ function memtraceTimelineFactory() {
     const PALE = rgba32([200, 205, 215], 255);
     const DIM = rgba32([228, 228, 228], 255);
 
-    /* Draws one device's blocks into an RGBA buffer. view: {t0, t1, device, stream}
-     * (stream null or absent: every stream). */
+    /* Draws one device's blocks into an RGBA buffer. view: {t0, t1, device, stream,
+     * category} (stream or category null or absent: every one). */
     class Timeline {
         constructor(model) {
             this.m = model;
@@ -309,15 +315,15 @@ function memtraceTimelineFactory() {
             this.lv = new Map(); /* 'device stream' -> Levels */
         }
 
-        levelsFor(dev, st) {
+        levelsFor(dev, st, cat) {
             /* One device and every stream: no block to leave out. */
             const devs = this.m.devices;
             if (st === null && devs && (devs.length === 0 || (devs.length === 1 && devs[0] === dev)))
                 dev = null;
-            const key = `${dev} ${st}`;
+            const key = `${dev} ${st} ${cat}`;
             let l = this.lv.get(key);
             if (!l) {
-                l = new Levels(this.index, this.m.blocks, dev, st);
+                l = new Levels(this.index, this.m.blocks, dev, st, cat);
                 this.lv.set(key, l);
             }
             return l;
@@ -355,7 +361,7 @@ function memtraceTimelineFactory() {
         /* Per column: the level at its end and the highest level within it. */
         levels(view, W) {
             const ix = this.index, dev = view.device === undefined ? null : view.device;
-            const lv = this.levelsFor(dev, view.stream === undefined ? null : view.stream);
+            const lv = this.levelsFor(dev, nullish(view.stream), nullish(view.category));
             const dt = (view.t1 - view.t0) / W;
             const end = new Float64Array(W), max = new Float64Array(W), out = { max: 0, cur: 0 };
             let k = ix.opAt(view.t0), cur = lv.at(k);
@@ -384,7 +390,7 @@ function memtraceTimelineFactory() {
                 top = view.yMax;
             const scale = top > base ? (H - 1) / (top - base) : 0;
             pixels.fill(bg);
-            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
+            const ix = this.index, c = this.m.blocks, dev = view.device, st = nullish(view.stream), cat = nullish(view.category);
             const dt = (view.t1 - view.t0) / W;
             let k = ix.opAt(view.t0);
             const live = ix.live;
@@ -407,7 +413,8 @@ function memtraceTimelineFactory() {
                 let y = 0, smallFrom = -1, row = rowOf(0);
                 for (let i = 0; i < live.len; i++) {
                     const id = live.arr[i];
-                    if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
+                    if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st) ||
+                        (cat !== null && c.category[id] !== cat))
                         continue;
                     const s = c.size[id];
                     if (s * scale < this.minPx) {
@@ -447,7 +454,7 @@ function memtraceTimelineFactory() {
         /* What is under pixel column x at byte level bytes: {kind: 'block', id},
          * {kind: 'aggregate', count, bytes, from}, {kind: 'transient', ...} or null. */
         hit(view, W, x, bytes, scale, levels) {
-            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
+            const ix = this.index, c = this.m.blocks, dev = view.device, st = nullish(view.stream), cat = nullish(view.category);
             const dt = (view.t1 - view.t0) / W;
             const tEnd = view.t0 + (x + 1) * dt;
             ix.seek(ix.opAt(tEnd));
@@ -455,7 +462,8 @@ function memtraceTimelineFactory() {
             let y = 0, agg = null;
             for (let i = 0; i < live.len; i++) {
                 const id = live.arr[i];
-                if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
+                if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st) ||
+                    (cat !== null && c.category[id] !== cat))
                     continue;
                 const s = c.size[id];
                 const small = s * scale < this.minPx;
@@ -484,9 +492,9 @@ function memtraceTimelineFactory() {
     }
 
     /* Per column maxima of a level over the whole time range: the minimap's curve. */
-    function overview(tl, device, W, stream) {
+    function overview(tl, device, W, stream, category) {
         const span = Math.max(1, tl.m.t_max - tl.m.t_min);
-        return tl.levels({ t0: 0, t1: span, device, stream: stream === undefined ? null : stream }, W).max;
+        return tl.levels({ t0: 0, t1: span, device, stream: nullish(stream), category: nullish(category) }, W).max;
     }
 
     return { Timeline, Index, overview, hashColor };

@@ -2,8 +2,9 @@
 // from +1 ms, stack 3; 32 MiB of activations per 10 ms step, stack 4; 200 blocks of
 // 4 KiB, stack 5): the keyboard shortcuts and their help box, the minimap, the
 // tooltip's stream, search by address, by frame text and by stack, the peak table's
-// sorting and its link to the timeline; the device kept in the URL (devices.memtrace)
-// and a snapshot's allocator settings in the file view.
+// sorting and its link to the timeline; the category selector in every view (the
+// weights are in category "weights", the rest in "activations"); the device kept in
+// the URL (devices.memtrace) and a snapshot's allocator settings in the file view.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, openViewer, plan,
@@ -11,7 +12,7 @@ import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, open
 
 const MIB = 1024 * 1024, T0 = 1e9, SPAN = 102e6;
 const pw = needBrowser();
-plan(20);
+plan(25);
 let ctx;
 try {
     const gen = genFiles();
@@ -109,6 +110,38 @@ try {
     ...await bands()], [['timeline', 'stack:4', 'stack 4: alloc_activations (layers.c:77)'], 'dim', 'colour'],
     'a row of the peak table shows its stack on the timeline, the others dimmed');
     await screenshot(page, 'peak-to-timeline');
+    await search('');
+
+    /* The category selector: "activations" leaves the weights out of every view. */
+    is(await page.evaluate(() => Array.from(document.querySelectorAll('#category option'), (o) => o.textContent)),
+        ['all', 'weights', 'activations'], 'the category selector lists both categories');
+    const category = async (name) => {
+        const v = await page.evaluate((n) => Array.from(document.querySelectorAll('#category option')).find((o) => o.textContent === n).value, name);
+        await page.selectOption('#category', v);
+        await page.waitForFunction((v) => (v === '' ? !location.hash.includes('cat=') : location.hash.includes(`cat=${v}`)),
+            v, { timeout: 10000 }).catch(() => {});
+    };
+    const tab = async (v) => {
+        await page.click(`#tabs button[data-view="${v}"]`);
+        await page.waitForFunction((v) => location.hash.includes(`view=${v}`), v, { timeout: 10000 }).catch(() => {});
+    };
+    const tops = [];
+    for (const name of ['weights', 'activations']) {
+        await category(name);
+        tops.push(await page.evaluate(() => memtraceViewer.frame().top));
+    }
+    is(tops, [64 * MIB, 32 * MIB + 200 * 4096], 'timeline: the weights alone hold 64 MiB, the activations 32.8 MiB');
+    await tab('reserved');
+    is(await page.evaluate(() => { const d = document.getElementById('reserved').dataset; return [Number(d.peakAllocated), Number(d.peakReserved)]; }),
+        [32 * MIB + 200 * 4096, 256 * MIB], 'reserved vs allocated: the activations\' peak, in the same 256 MiB of segments');
+    await tab('peak');
+    is(await page.evaluate(() => Array.from(document.querySelectorAll('#peak-table tbody tr'),
+        (tr) => [tr.cells[0].textContent, tr.cells[2].querySelector('.frame').textContent.split(' ')[0]])),
+    [['32.0 MiB', 'alloc_activations'], ['800.0 KiB', 'small_tensor']], 'peak: the activations\' two stacks, no weights');
+    await tab('attime');
+    is(await page.evaluate(() => { const d = document.getElementById('attime').dataset; return [Number(d.segments), Number(d.blocks)]; }),
+        [1, 201], 'memory at the activations\' peak: their 201 blocks in the segment');
+    await page.selectOption('#category', '');
     is(page.errors, [], 'no errors on the page');
 
     /* The device is kept in the URL. */
