@@ -183,7 +183,11 @@
         if (files.length > 1 && !new URLSearchParams(location.hash.slice(1)).has('view'))
             S.tab = 'compare';
         fillFileChoices();
-        open(files[0].model, files[0].info);
+        /* The view in the URL is the one the page was opened on: it applies to the
+         * first file opened here, not to others opened later (their time ranges
+         * differ). */
+        open(files[0].model, files[0].info, !S.hashApplied);
+        S.hashApplied = true;
         if (errors.length)
             showMessage(errors.join('. '), 'error');
     }
@@ -312,8 +316,10 @@
         const h = new URLSearchParams(location.hash.slice(1));
         const num = (k) => (h.has(k) && isFinite(Number(h.get(k))) ? Number(h.get(k)) : null);
         const t0 = num('t0'), t1 = num('t1'), dev = num('dev');
-        if (t0 !== null && t1 !== null && t1 > t0)
+        if (t0 !== null && t1 !== null && t1 > t0) {
             Object.assign(S.view, { t0, t1 });
+            clampView();
+        }
         if (dev !== null && S.model && S.model.devices.includes(dev))
             S.view.device = dev;
         const st = num('stream');
@@ -923,6 +929,9 @@
         ctx.font = '12px sans-serif';
         ctx.textAlign = 'left';
         ctx.textBaseline = 'top';
+        /* A pale box keeps the labels readable over the lines. */
+        ctx.fillStyle = 'rgba(255, 255, 255, 0.85)';
+        ctx.fillRect(MARGIN.left + 4, MARGIN.top + 2, Math.max(...labels.map(([, t]) => ctx.measureText(t).width)) + 8, 16 * labels.length + 4);
         labels.forEach(([colour, text], i) => {
             ctx.fillStyle = colour;
             ctx.fillText(text, MARGIN.left + 8, MARGIN.top + 4 + 16 * i);

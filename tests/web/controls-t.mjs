@@ -12,7 +12,7 @@ import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, open
 
 const MIB = 1024 * 1024, T0 = 1e9, SPAN = 102e6;
 const pw = needBrowser();
-plan(25);
+plan(26);
 let ctx;
 try {
     const gen = genFiles();
@@ -161,6 +161,8 @@ try {
         time_us: 10, frames: [] }]], allocator_settings: { expandable_segments: true, max_split_size: 1048576,
         PYTORCH_CUDA_ALLOC_CONF: 'expandable_segments:True' } }));
     is(await loadFile(page2, snap), 'ready', 'a snapshot with allocator settings loads');
+    is(await page2.evaluate(() => [memtraceViewer.state.view.t0, memtraceViewer.state.view.t1, memtraceViewer.state.view.device]),
+        [0, 1, 0], 'a file opened later shows its whole run, not the range and device in the URL');
     await page2.click('#tabs button[data-view="info"]');
     const settings = await page2.evaluate(() => Object.fromEntries(Array.from(document.querySelectorAll('#info-table tr'),
         (tr) => [tr.cells[0].textContent, tr.cells[1].textContent]).filter((r) => r[0].startsWith('allocator setting'))));
