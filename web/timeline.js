@@ -181,7 +181,8 @@ function memtraceTimelineFactory() {
          * checkpoint before k, whichever touches fewer ids. */
         seek(k) {
             const cp = Math.floor(k / this.K), from = cp * this.K;
-            const onward = this.at <= k ? k - this.at : Infinity;
+            /* An integer either way: a double here would deoptimize the compiled seek. */
+            const onward = this.at <= k ? k - this.at : 0x3fffffff;
             if (onward > this.live.len + this.cps[cp].length + (k - from)) {
                 this.live.reset(this.cps[cp]);
                 this.at = from;
@@ -312,7 +313,12 @@ function memtraceTimelineFactory() {
             this.minPx = 1;
             this.match = null; /* Uint8Array by stack id: search hits keep their colour */
             this.matchIds = null; /* the same by block id */
-            this.lv = new Map(); /* 'device stream' -> Levels */
+            this.lv = new Map(); /* 'device stream category' -> Levels */
+            /* Every field set once with its final type, so that compiled frames are
+             * not thrown away when one changes (see idColors). */
+            this.idCache = new Uint32Array(0);
+            this.idCacheMatch = null;
+            this.idCacheIds = null;
         }
 
         levelsFor(dev, st, cat) {
@@ -344,13 +350,13 @@ function memtraceTimelineFactory() {
         setColorBy(by) {
             this.colorBy = by;
             this.colors.clear();
-            this.idCache = null;
+            this.idCache = new Uint32Array(0);
         }
 
         /* colorOf by block id, filled as blocks are drawn (0: not yet), for as long
          * as the colouring and the search stay the same. */
         idColors() {
-            if (!this.idCache || this.idCacheMatch !== this.match || this.idCacheIds !== this.matchIds) {
+            if (this.idCache.length !== this.m.blocks.n || this.idCacheMatch !== this.match || this.idCacheIds !== this.matchIds) {
                 this.idCache = new Uint32Array(this.m.blocks.n);
                 this.idCacheMatch = this.match;
                 this.idCacheIds = this.matchIds;
