@@ -4,15 +4,16 @@
 // tooltip's stream, search by address, by frame text and by stack, the peak table's
 // sorting and its link to the timeline; the category selector in every view (the
 // weights are in category "weights", the rest in "activations"); the device kept in
-// the URL (devices.memtrace) and a snapshot's allocator settings in the file view.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+// the URL (devices.memtrace); a file dropped on the page, with the progress shown while
+// it loads; and a snapshot's allocator settings in the file view.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, openViewer, plan,
     screenshot } from './lib.mjs';
 
 const MIB = 1024 * 1024, T0 = 1e9, SPAN = 102e6;
 const pw = needBrowser();
-plan(26);
+plan(28);
 let ctx;
 try {
     const gen = genFiles();
@@ -152,6 +153,23 @@ try {
     await loadFile(page2, join(gen, 'devices.memtrace'));
     is(await page2.evaluate(() => [document.getElementById('device').value, memtraceViewer.frame().top]), ['1', 2 * MIB],
         'a URL with dev=1 opens on device 1');
+
+    /* A file dropped on the page opens, the progress bar saying how far it got. */
+    await page2.evaluate((bytes) => {
+        const text = document.getElementById('progress-text');
+        window.seenProgress = [];
+        new MutationObserver(() => window.seenProgress.push(text.textContent))
+            .observe(text, { childList: true, characterData: true, subtree: true });
+        const dt = new DataTransfer();
+        dt.items.add(new File([new Uint8Array(bytes)], 'streams.memtrace'));
+        document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    }, [...readFileSync(join(gen, 'streams.memtrace'))]);
+    await page2.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 60000 });
+    is(await page2.evaluate(() => [document.getElementById('file-name').textContent, memtraceViewer.frame().top]),
+        ['streams.memtrace', 24 * MIB], 'a dropped file opens and draws');
+    const seen = await page2.evaluate(() => window.seenProgress);
+    ok(seen[0] === 'reading 0%' && seen.some((t) => /^(decoding|indexing) 100%$/.test(t)),
+        'the progress bar goes from reading 0% to 100%', JSON.stringify(seen));
 
     /* A snapshot's allocator settings, one row each. */
     const dir = mkdtempSync(join(tmpdir(), 'memtrace-controls-'));
