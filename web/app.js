@@ -539,7 +539,26 @@
             ctx.stroke();
             ctx.setLineDash([]);
         }
+        /* Out of memory: a red bar with a triangle on top for each of the device and
+         * stream chosen; returns how many are in view. */
+        let ooms = 0;
+        ctx.fillStyle = '#c0392b';
+        for (const o of S.model.ooms) {
+            if (o.device !== S.view.device || (S.view.stream !== null && o.stream !== S.view.stream))
+                continue;
+            const x = xOfTime(o.time - S.model.t_min, W);
+            if (x < MARGIN.left - 1 || x > MARGIN.left + W + 1)
+                continue;
+            ooms++;
+            ctx.fillRect(Math.round(x) - 1, MARGIN.top, 2, H);
+            ctx.beginPath();
+            ctx.moveTo(x - 6, MARGIN.top);
+            ctx.lineTo(x + 6, MARGIN.top);
+            ctx.lineTo(x, MARGIN.top + 10);
+            ctx.fill();
+        }
         ctx.restore();
+        return ooms;
     }
 
     /* ---------- the active memory timeline ---------- */
@@ -562,7 +581,7 @@
         const r = S.tl.render(S.view, W, H, px, 0xffffffff);
         ctx.putImageData(img, MARGIN.left, MARGIN.top);
         axes(ctx, W, H, r.top, S.view, r.base);
-        drawMarkers(ctx, W, H);
+        c.dataset.ooms = String(drawMarkers(ctx, W, H));
         lastFrame = { W, H, scale: r.scale, top: r.top, base: r.base, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated,
             view: viewKey() };
         drawMinimap();
@@ -902,25 +921,7 @@
         line(used, '#2e8b57', []);
         line(rss, '#d68910', [6, 3]);
         axes(ctx, W, H, top, S.view);
-        drawMarkers(ctx, W, H);
-        /* Out of memory: a red mark at the top of the chart for each of the device
-         * (and stream) chosen. */
-        let ooms = 0;
-        ctx.fillStyle = '#c0392b';
-        for (const o of S.model.ooms) {
-            if (o.device !== dev || (S.view.stream !== null && o.stream !== S.view.stream))
-                continue;
-            const x = xOfTime(o.time - S.model.t_min, W);
-            if (x < MARGIN.left - 1 || x > MARGIN.left + W + 1)
-                continue;
-            ooms++;
-            ctx.fillRect(Math.round(x) - 1, MARGIN.top, 2, H);
-            ctx.beginPath();
-            ctx.moveTo(x - 6, MARGIN.top);
-            ctx.lineTo(x + 6, MARGIN.top);
-            ctx.lineTo(x, MARGIN.top + 10);
-            ctx.fill();
-        }
+        const ooms = drawMarkers(ctx, W, H);
         const pa = peak(false), pr = peak(true);
         const usedMax = used.reduce((m, v) => (v > m ? v : m), 0), rssMax = rss.reduce((m, v) => (v > m ? v : m), 0);
         const labels = [['#3d6fb6', `allocated${filterText()} (peak ${fmtBytes(pa.bytes)})`],

@@ -124,7 +124,8 @@ try {
         await dev('0');
         return out;
     };
-    is(await perDevice(() => memtraceViewer.frame().top), [12 * MIB, 2 * MIB], 'timeline: device 0 holds up to 12 MiB, device 1 2 MiB');
+    is(await perDevice(() => [memtraceViewer.frame().top, Number(document.getElementById('timeline').dataset.ooms)]),
+        [[12 * MIB, 1], [2 * MIB, 0]], 'timeline: device 0 holds up to 12 MiB and ran out of memory once, device 1 2 MiB');
     await tab2('reserved');
     const reserved = () => { const d = document.getElementById('reserved').dataset;
         return [d.peakAllocated, d.peakReserved, d.usedMax, d.rssMax, d.ooms].map(Number); };
