@@ -14,11 +14,11 @@
  * size: the live set is kept every K ops (checkpoints; K starts small and doubles
  * until they fit a budget), and a column's live set is reached from the previous
  * column's or from the nearest checkpoint, whichever applies fewer ops. The level
- * of the chosen blocks (a device, a stream) is kept per run of B ops, its value
- * before the run and its highest within it, so that a column's highest level reads
- * whole runs instead of every op; built once per choice (the first is built while
- * the file loads, by its first frame). A wide view thus reads W columns times a
- * checkpoint and a few runs, not every op of the file. */
+ * of the chosen blocks (a device, stream, category) is kept per run of RUN ops:
+ * its value before the run and its highest within it, so that a column's highest
+ * level reads whole runs instead of every op; built once per choice (the first
+ * while the file loads, by its first frame). A wide view thus reads W columns
+ * times a checkpoint and a few runs, not every op of the file. */
 function memtraceTimelineFactory() {
     'use strict';
 
