@@ -6,12 +6,14 @@
 // buffer (-128, gone), largest first, and not the weights; both files are drawn on
 // one axis to their peaks; and the file selector shows either file. The cache and the
 // extra are on stream 1, the rest on stream 0: on stream 1 alone the peaks are 400
-// and 306 and only the cache (-350) and the extra (+256) differ.
+// and 306 and only the cache (-350) and the extra (+256) differ. Then gen-web's
+// basic.memtrace beside streams.memtrace, category "weights": basic's 64 MiB of
+// weights, none in streams (whose blocks have no category), a difference of -64 MiB.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { bail, builddir, done, is, join, launch, needBrowser, ok, pathToFileURL, plan, screenshot,
-    skipAll } from './lib.mjs';
+import { bail, builddir, done, genFiles, is, join, launch, needBrowser, ok, pathToFileURL, plan,
+    screenshot, skipAll } from './lib.mjs';
 
 const memtrace = join(builddir, 'memtrace');
 if (!existsSync(memtrace))
@@ -38,7 +40,7 @@ function snapshot(blocks, freed) {
     return JSON.stringify({ segments: [], device_traces: [trace] });
 }
 
-plan(13);
+plan(15);
 let ctx;
 try {
     const dir = mkdtempSync(join(tmpdir(), 'memtrace-compare-'));
@@ -112,6 +114,21 @@ try {
     is([await page.evaluate(() => memtraceViewer.frame().top),
         await page.evaluate(() => document.getElementById('file-name').textContent)], [2106, 'b.json'],
     'choosing B shows B');
+
+    /* A category is matched by its name in each file. */
+    const gen = genFiles();
+    await page.setInputFiles('#file-input', [join(gen, 'basic.memtrace'), join(gen, 'streams.memtrace')]);
+    await page.waitForFunction(() => document.body.dataset.state === 'ready' &&
+        document.getElementById('file-name').textContent === 'basic.memtrace', null, { timeout: 60000 });
+    await page.click('#tabs button[data-view="compare"]');
+    await page.selectOption('#category', '9');
+    await page.waitForFunction(() => document.getElementById('compare').dataset.peaks === JSON.stringify([64 * 1024 * 1024, 0]),
+        null, { timeout: 10000 }).catch(() => {});
+    is(await page.evaluate(() => JSON.parse(document.getElementById('compare').dataset.peaks)), [64 * 1024 * 1024, 0],
+        'category weights: basic.memtrace holds 64 MiB of them, streams.memtrace none');
+    is(await page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'),
+        (tr) => [tr.className, Number(tr.dataset.delta), tr.cells[4].innerText.split('\n')[0]])),
+    [['gone', -64 * 1024 * 1024, 'alloc_weights (model.c:12)']], 'category weights: only the weights differ, gone');
     is(errors, [], 'no error on the page');
     await ctx.close();
     done();
