@@ -13,7 +13,7 @@ import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, open
 
 const MIB = 1024 * 1024, T0 = 1e9, SPAN = 102e6;
 const pw = needBrowser();
-plan(28);
+plan(29);
 let ctx;
 try {
     const gen = genFiles();
@@ -91,6 +91,19 @@ try {
     is(await search('layers.c'), ['1 stack match', 'dim', 'colour'], 'search by frame text: the activations\' stack only');
     ok(await page.evaluate(() => location.hash.includes('q=layers.c')), 'the URL keeps the search');
     is(await search(''), ['', 'colour', 'colour'], 'an empty search shows every colour again');
+
+    /* Colour by category: each band takes its category's colour, named in the legend. */
+    await page.selectOption('#color-by', 'category');
+    await settled();
+    /* Under the 12% shade of the annotation "epoch 1", to within rounding. */
+    const byCat = await page.evaluate(() => [9, 10].map((k) => MemtraceTimeline.hashColor(k)));
+    const near = (p, rgb) => p.split(',').slice(0, 3).every((v, i) => Math.abs(v - (rgb[i] + 0.12 * ([192, 120, 40][i] - rgb[i]))) <= 2);
+    const got = [await pixel(weights), await pixel(acts), await page.evaluate(() => document.getElementById('legend').textContent)];
+    ok(near(got[0], byCat[0]) && near(got[1], byCat[1]) && got[2].startsWith('weightsactivations'),
+        'colour by category: the weights and the activations in their categories\' colours, both in the legend',
+        JSON.stringify([got, byCat]));
+    await page.selectOption('#color-by', 'stack');
+    await settled();
 
     /* The peak table: sorted by a column on a click, a row leads to the timeline. */
     await page.click('#tabs button[data-view="peak"]');
