@@ -10,7 +10,7 @@ import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, open
 
 const MIB = 1024 * 1024;
 const pw = needBrowser();
-plan(24);
+plan(25);
 let ctx;
 try {
     const gen = genFiles();
@@ -95,6 +95,17 @@ try {
     });
     ok(px[0].join() !== '255,255,255,255' && px[1].join() === '255,255,255,255',
         'timeline: the range is shaded, the time after it is not', JSON.stringify(px));
+    /* The mark "checkpoint" at 6.5 ms: a dashed line in the annotations' colour above
+     * the 22 MiB live then, its name beside it. */
+    const mark = await page.evaluate(() => {
+        const c = document.getElementById('timeline'), g = c.getContext('2d'), W = c.width - 90;
+        const x = Math.round(78 + (6.5e6 / 8e6) * W), d = g.getImageData(x, 20, 1, 30).data;
+        let hits = 0;
+        for (let i = 0; i < d.length; i += 4)
+            hits += Math.abs(d[i] - 92) + Math.abs(d[i + 1] - 47) + Math.abs(d[i + 2] - 192) < 40;
+        return hits;
+    });
+    ok(mark >= 6 && mark < 30, 'timeline: the mark is a dashed line', String(mark));
     await screenshot(page, 'streams-timeline');
     await tab('attime');
     is(await page.evaluate(() => document.getElementById('attime').dataset.waste), String(512 + 4096),
