@@ -13,8 +13,9 @@
     const S = {
         model: null, info: null, tl: null, segTl: null,
         files: [], cur: 0, /* every file opened together ({model, info}); the one shown */
-        view: { t0: 0, t1: 1, device: null, stream: null },
-        tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null, flameFocus: [],
+        view: { t0: 0, t1: 1, device: null, stream: null, category: null },
+        tab: 'timeline', pinned: null, last: null, at: null, search: '', match: null, matchIds: null, flameFocus: [],
+        peakSort: { key: 'bytes', dir: -1 },
         renderMs: 0, loadStart: 0, loadMs: 0, firstDrawMs: 0,
     };
     const MARGIN = { left: 78, right: 12, top: 16, bottom: 26 };
@@ -61,6 +62,39 @@
     }
     function str(id) {
         return (S.info && S.info.strings[id]) || '';
+    }
+    /* The device, stream and category selectors' choice, which every view shows.
+     * A category is a block's (a segment has none): segments are chosen by device
+     * and stream only. file: another file of the set, whose category of the same
+     * name is chosen (ids differ between files; -1 where it has none). */
+    function filter(file) {
+        let category = S.view.category;
+        if (file && file.info !== S.info && category !== null) {
+            const name = category ? str(category) : '';
+            category = category ? file.model.categories.find((k) => k && file.info.strings[k] === name) : 0;
+            if (category === undefined)
+                category = -1;
+        }
+        return { device: S.view.device, stream: S.view.stream, category };
+    }
+    function selected(cols, id) {
+        return cols.device[id] === S.view.device && (S.view.stream === null || cols.stream[id] === S.view.stream) &&
+            (S.view.category === null || cols !== S.model.blocks || cols.category[id] === S.view.category);
+    }
+    function filterText() {
+        const v = S.view;
+        return (S.model.devices.length > 1 ? ` on ${v.device < 0 ? 'the host' : 'device ' + v.device}` : '') +
+            (v.stream === null ? '' : ` on stream ${hex(v.stream)}`) +
+            (v.category === null ? '' : ` in category ${v.category ? str(v.category) : '(none)'}`);
+    }
+    /* The peak of the chosen blocks (segs: of the chosen segments), kept per model. */
+    function peak(segs) {
+        const m = S.model, v = S.view, key = `${segs ? 's' : 'b'} ${v.device} ${v.stream} ${segs ? '' : v.category}`;
+        m.peaks = m.peaks || new Map();
+        if (!m.peaks.has(key))
+            m.peaks.set(key, segs ? Compare.peakOf(m.segs, m.segOps, m.t_min, { ...filter(), category: null })
+                : Compare.peakOf(m.blocks, m.blockOps, m.t_min, filter()));
+        return m.peaks.get(key);
     }
 
     /* ---------- loading ---------- */
@@ -149,7 +183,11 @@
         if (files.length > 1 && !new URLSearchParams(location.hash.slice(1)).has('view'))
             S.tab = 'compare';
         fillFileChoices();
-        open(files[0].model, files[0].info);
+        /* The view in the URL is the one the page was opened on: it applies to the
+         * first file opened here, not to others opened later (their time ranges
+         * differ). */
+        open(files[0].model, files[0].info, !S.hashApplied);
+        S.hashApplied = true;
         if (errors.length)
             showMessage(errors.join('. '), 'error');
     }
@@ -228,7 +266,19 @@
             o.value = String(st);
             sel.appendChild(o);
         }
-        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0], stream: null };
+        const cat = $('category');
+        cat.textContent = '';
+        const any = el('option', 'all');
+        any.value = '';
+        cat.appendChild(any);
+        for (const k of model.categories) {
+            const o = el('option', k ? str(k) : '(none)');
+            o.value = String(k);
+            cat.appendChild(o);
+        }
+        /* Shown where there is a choice to make. */
+        cat.parentElement.hidden = model.categories.length < 2;
+        S.view = { t0: 0, t1: Math.max(1, model.t_max - model.t_min), device: devices[0], stream: null, category: null };
         if (fromHash) {
             readHash();
         } else {
@@ -237,6 +287,7 @@
         }
         dev.value = String(S.view.device);
         sel.value = S.view.stream === null ? '' : String(S.view.stream);
+        cat.value = S.view.category === null ? '' : String(S.view.category);
         $('drop').hidden = true;
         const msgs = [];
         if (info.error)
@@ -250,13 +301,18 @@
         fillLegend();
         showTab(S.tab);
         S.firstDrawMs = performance.now() - S.loadStart;
-        /* The first frames after a load took 45-75 ms where the same view later
-         * takes under 20 (the drawing path still being compiled, and a collection
-         * of the load's garbage): two more frames here, before the page is ready,
-         * take that cost so that the first zoom or pan does not. */
-        if (S.tab === 'timeline')
-            for (let i = 0; i < 2; i++)
-                drawTimeline();
+        /* The first frames after a load run the drawing code before the engine has
+         * compiled it, and take 2 to 3 times as long as later ones: frames here,
+         * before the page is ready, take that cost so that the first zoom or pan
+         * does not. One of a narrow view, so that the code that moves between
+         * checkpoints is compiled with the rest; the last shows the view again. */
+        if (S.tab === 'timeline') {
+            const v = { ...S.view }, mid = (v.t0 + v.t1) / 2, w = (v.t1 - v.t0) / 16;
+            Object.assign(S.view, { t0: mid - w, t1: mid + w });
+            drawTimeline();
+            Object.assign(S.view, v);
+            drawTimeline();
+        }
         setState('ready');
     }
 
@@ -265,13 +321,18 @@
         const h = new URLSearchParams(location.hash.slice(1));
         const num = (k) => (h.has(k) && isFinite(Number(h.get(k))) ? Number(h.get(k)) : null);
         const t0 = num('t0'), t1 = num('t1'), dev = num('dev');
-        if (t0 !== null && t1 !== null && t1 > t0)
+        if (t0 !== null && t1 !== null && t1 > t0) {
             Object.assign(S.view, { t0, t1 });
+            clampView();
+        }
         if (dev !== null && S.model && S.model.devices.includes(dev))
             S.view.device = dev;
         const st = num('stream');
         if (h.get('stream') && st !== null && S.model && S.model.streams.includes(st))
             S.view.stream = st;
+        const cat = num('cat');
+        if (h.get('cat') && cat !== null && S.model && S.model.categories.includes(cat))
+            S.view.category = cat;
         if (h.get('color') === 'category' || h.get('color') === 'stack') {
             $('color-by').value = h.get('color');
             S.tl.setColorBy(h.get('color'));
@@ -295,6 +356,8 @@
             h.set('dev', String(S.view.device));
             if (S.view.stream !== null)
                 h.set('stream', String(S.view.stream));
+            if (S.view.category !== null)
+                h.set('cat', String(S.view.category));
             h.set('color', $('color-by').value);
             if (S.search)
                 h.set('q', S.search);
@@ -457,9 +520,9 @@
             ctx.fillText((a.kind === 1 ? 'end ' : '') + str(a.name), x + 3, 2);
         }
         ctx.setLineDash([]);
-        const f = S.model.figures.allocated;
-        if (f.peak_time_ns !== null) {
-            const x = xOfTime(f.peak_time_ns - S.model.t_min, W);
+        const p = peak(false);
+        if (p.ev !== null) {
+            const x = xOfTime(p.offset, W);
             ctx.strokeStyle = '#c0392b';
             ctx.beginPath();
             ctx.moveTo(Math.round(x) + 0.5, MARGIN.top);
@@ -476,7 +539,26 @@
             ctx.stroke();
             ctx.setLineDash([]);
         }
+        /* Out of memory: a red bar with a triangle on top for each of the device and
+         * stream chosen; returns how many are in view. */
+        let ooms = 0;
+        ctx.fillStyle = '#c0392b';
+        for (const o of S.model.ooms) {
+            if (o.device !== S.view.device || (S.view.stream !== null && o.stream !== S.view.stream))
+                continue;
+            const x = xOfTime(o.time - S.model.t_min, W);
+            if (x < MARGIN.left - 1 || x > MARGIN.left + W + 1)
+                continue;
+            ooms++;
+            ctx.fillRect(Math.round(x) - 1, MARGIN.top, 2, H);
+            ctx.beginPath();
+            ctx.moveTo(x - 6, MARGIN.top);
+            ctx.lineTo(x + 6, MARGIN.top);
+            ctx.lineTo(x, MARGIN.top + 10);
+            ctx.fill();
+        }
         ctx.restore();
+        return ooms;
     }
 
     /* ---------- the active memory timeline ---------- */
@@ -495,11 +577,13 @@
         }
         const img = frameImage.img, px = frameImage.px;
         S.tl.match = S.match;
+        S.tl.matchIds = S.matchIds;
         const r = S.tl.render(S.view, W, H, px, 0xffffffff);
         ctx.putImageData(img, MARGIN.left, MARGIN.top);
         axes(ctx, W, H, r.top, S.view, r.base);
-        drawMarkers(ctx, W, H);
-        lastFrame = { W, H, scale: r.scale, top: r.top, base: r.base, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated };
+        c.dataset.ooms = String(drawMarkers(ctx, W, H));
+        lastFrame = { W, H, scale: r.scale, top: r.top, base: r.base, levels: r.levels, drawn: r.drawn, aggregated: r.aggregated,
+            view: viewKey() };
         drawMinimap();
         S.renderMs = performance.now() - started;
         c.dataset.drawn = String(r.drawn);
@@ -509,13 +593,21 @@
             showTooltipFor(S.pinned.hit, S.pinned.x, S.pinned.y, true);
     }
 
+    /* What a frame of the timeline depends on, to tell whether the last one drawn
+     * still shows the view. */
+    function viewKey() {
+        const v = S.view;
+        return [v.t0, v.t1, v.yMin, v.yMax, v.device, v.stream, v.category, S.search, $('color-by').value].join();
+    }
+
     let mini = null;
     function drawMinimap() {
         const c = $('minimap');
         const ctx = sizeCanvas(c, 48);
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - 4;
-        if (!mini || mini.W !== W || mini.device !== S.view.device || mini.stream !== S.view.stream)
-            mini = { W, device: S.view.device, stream: S.view.stream, max: Timeline.overview(S.tl, S.view.device, W, S.view.stream) };
+        const v = S.view;
+        if (!mini || mini.W !== W || mini.device !== v.device || mini.stream !== v.stream || mini.category !== v.category)
+            mini = { W, device: v.device, stream: v.stream, category: v.category, max: Timeline.overview(S.tl, v.device, W, v.stream, v.category) };
         ctx.clearRect(0, 0, c.width, c.height);
         let top = 0;
         for (const v of mini.max)
@@ -558,6 +650,24 @@
         S.view.t1 = t1;
     }
 
+    function resetView() {
+        if (!S.model)
+            return;
+        S.view.t0 = 0;
+        S.view.t1 = Math.max(1, S.model.t_max - S.model.t_min);
+        delete S.view.yMin;
+        delete S.view.yMax;
+        redraw();
+        writeHash();
+    }
+    function zoomKey(factor) {
+        const mid = (S.view.t0 + S.view.t1) / 2, half = ((S.view.t1 - S.view.t0) * factor) / 2;
+        S.view.t0 = mid - half;
+        S.view.t1 = mid + half;
+        clampView();
+        redraw();
+        writeHash();
+    }
     function zoomAt(clientX, factor) {
         const c = $('timeline'), rect = c.getBoundingClientRect();
         const W = c.width - MARGIN.left - MARGIN.right;
@@ -673,13 +783,45 @@
     }
 
     /* ---------- search ---------- */
+    /* A query is an address (0x...: the blocks that held it), stack:N (that stack),
+     * or text found in a frame's function, file or module (the stacks through such a
+     * frame). What matches keeps its colour on the timeline, the rest is dimmed. */
     function setSearch(q) {
         S.search = q.trim();
-        if (!S.search || !S.info) {
-            S.match = null;
+        S.match = null;
+        S.matchIds = null;
+        const res = $('search-result');
+        res.textContent = '';
+        if (!S.search || !S.info)
+            return;
+        const info = S.info, nStacks = info.stackParent.length;
+        if (/^0x[0-9a-f]+$/i.test(S.search)) {
+            const a = Number(BigInt(S.search)), c = S.model.blocks, ids = new Uint8Array(c.n);
+            let n = 0, first = -1;
+            for (let id = 0; id < c.n; id++) {
+                if (c.addr[id] <= a && a < c.addr[id] + Math.max(1, c.size[id])) {
+                    ids[id] = 1;
+                    n++;
+                    if (first < 0)
+                        first = id;
+                }
+            }
+            S.matchIds = ids;
+            res.textContent = n ? `${n} block${n > 1 ? 's' : ''} held ${hex(a)}, the first from +${fmtTime(c.t0[first] - S.model.t_min)}`
+                : `no block held ${hex(a)}`;
             return;
         }
-        const needle = S.search.toLowerCase(), info = S.info;
+        const m = new Uint8Array(nStacks), st = /^stack:(\d+)$/i.exec(S.search);
+        if (st) {
+            const id = Number(st[1]);
+            if (id < nStacks)
+                m[id] = 1;
+            const f = id < nStacks ? stackOf(id, 1)[0] : null;
+            res.textContent = id < nStacks ? `stack ${id}${f ? ': ' + frameText(f) : ''}` : `no stack ${id}`;
+            S.match = m;
+            return;
+        }
+        const needle = S.search.toLowerCase();
         const frameHit = new Uint8Array(info.frames.length);
         for (let i = 1; i < info.frames.length; i++) {
             const f = info.frames[i];
@@ -689,22 +831,61 @@
                 frameHit[i] = 1;
         }
         /* A stack matches if any node on its path does: parents have smaller ids. */
-        const n = info.stackParent.length, m = new Uint8Array(n);
-        for (let id = 1; id < n; id++)
+        let n = 0;
+        for (let id = 1; id < nStacks; id++) {
             m[id] = frameHit[info.stackFrame[id]] || m[info.stackParent[id]];
+            n += m[id];
+        }
+        res.textContent = `${n} stack${n === 1 ? '' : 's'} match`;
         S.match = m;
     }
 
     /* ---------- reserved vs allocated ---------- */
+    /* Per column the highest value of a counter series (the latest sample before a
+     * column carries into it), NaN before the first sample; sel(k) picks samples. */
+    function counterColumns(cn, val, sel, W) {
+        const out = new Float64Array(W).fill(NaN), span = S.view.t1 - S.view.t0;
+        let last = NaN;
+        for (let k = 0; k < cn.n; k++) {
+            if (!sel(k))
+                continue;
+            const t = cn.time[k] - S.model.t_min, v = val[k];
+            const x = Math.floor(((t - S.view.t0) / span) * W);
+            if (x < 0) {
+                last = v;
+                continue;
+            }
+            if (x >= W)
+                break;
+            if (last === last && out[x] !== out[x])
+                out[x] = last;
+            out[x] = out[x] === out[x] ? Math.max(out[x], v) : v;
+            last = v;
+        }
+        /* Between samples the level holds. */
+        let carry = NaN;
+        for (let x = 0; x < W; x++) {
+            if (out[x] === out[x])
+                carry = out[x];
+            else
+                out[x] = carry;
+        }
+        return out;
+    }
     function drawReserved() {
         const c = $('reserved');
         const ctx = sizeCanvas(c, 420);
         const W = c.width - MARGIN.left - MARGIN.right, H = c.height - MARGIN.top - MARGIN.bottom;
         ctx.clearRect(0, 0, c.width, c.height);
-        const a = S.tl.levels(S.view, W).max, r = S.segTl.levels(S.view, W).max;
+        const a = S.tl.levels(S.view, W).max, r = S.segTl.levels({ ...S.view, category: null }, W).max;
+        /* The counters: device-reported used memory of the device chosen, and the
+         * process's resident set (every sample has it, whatever its device). */
+        const cn = S.model.counters, dev = S.view.device;
+        const used = counterColumns(cn, cn.used, (k) => cn.device[k] === dev && cn.total[k] > 0, W);
+        const rss = counterColumns(cn, cn.rss, (k) => cn.rss[k] > 0, W);
         let top = 0;
         for (let x = 0; x < W; x++)
-            top = Math.max(top, a[x], r[x]);
+            top = Math.max(top, a[x], r[x], used[x] || 0, rss[x] || 0);
         const scale = top > 0 ? (H - 1) / top : 0;
         const area = (vals, fill) => {
             ctx.fillStyle = fill;
@@ -713,18 +894,56 @@
                 ctx.fillRect(MARGIN.left + x, MARGIN.top + H - h, 1, h);
             }
         };
+        const line = (vals, colour, dash) => {
+            ctx.strokeStyle = colour;
+            ctx.lineWidth = 2;
+            ctx.setLineDash(dash);
+            ctx.beginPath();
+            let pen = false;
+            for (let x = 0; x < W; x++) {
+                if (vals[x] !== vals[x]) {
+                    pen = false;
+                    continue;
+                }
+                const y = MARGIN.top + H - vals[x] * scale;
+                if (pen)
+                    ctx.lineTo(MARGIN.left + x + 0.5, y);
+                else
+                    ctx.moveTo(MARGIN.left + x + 0.5, y);
+                pen = true;
+            }
+            ctx.stroke();
+            ctx.setLineDash([]);
+            ctx.lineWidth = 1;
+        };
         area(r, '#c9d6ea');
         area(a, '#3d6fb6');
+        line(used, '#2e8b57', []);
+        line(rss, '#d68910', [6, 3]);
         axes(ctx, W, H, top, S.view);
-        drawMarkers(ctx, W, H);
+        const ooms = drawMarkers(ctx, W, H);
+        const pa = peak(false), pr = peak(true);
+        const usedMax = used.reduce((m, v) => (v > m ? v : m), 0), rssMax = rss.reduce((m, v) => (v > m ? v : m), 0);
+        const labels = [['#3d6fb6', `allocated${filterText()} (peak ${fmtBytes(pa.bytes)})`],
+            ['#7d93b8', `reserved${filterText()} (peak ${fmtBytes(pr.bytes)})`]];
+        if (usedMax > 0)
+            labels.push(['#2e8b57', `device-reported used (highest in view ${fmtBytes(usedMax)})`]);
+        if (rssMax > 0)
+            labels.push(['#d68910', `process RSS, dashed (highest in view ${fmtBytes(rssMax)})`]);
+        if (ooms)
+            labels.push(['#c0392b', `out of memory: ${ooms} in view`]);
         ctx.font = '12px sans-serif';
         ctx.textAlign = 'left';
-        ctx.fillStyle = '#3d6fb6';
-        ctx.fillText(`allocated (peak ${fmtBytes(S.model.figures.allocated.peak_bytes)})`, MARGIN.left + 8, MARGIN.top + 4);
-        ctx.fillStyle = '#7d93b8';
-        ctx.fillText(`reserved (peak ${fmtBytes(S.model.figures.reserved.peak_bytes)})`, MARGIN.left + 8, MARGIN.top + 20);
-        c.dataset.peakAllocated = String(S.model.figures.allocated.peak_bytes);
-        c.dataset.peakReserved = String(S.model.figures.reserved.peak_bytes);
+        ctx.textBaseline = 'top';
+        /* A pale box keeps the labels readable over the lines. */
+        ctx.fillStyle = 'rgba(255, 255, 255, 0.85)';
+        ctx.fillRect(MARGIN.left + 4, MARGIN.top + 2, Math.max(...labels.map(([, t]) => ctx.measureText(t).width)) + 8, 16 * labels.length + 4);
+        labels.forEach(([colour, text], i) => {
+            ctx.fillStyle = colour;
+            ctx.fillText(text, MARGIN.left + 8, MARGIN.top + 4 + 16 * i);
+        });
+        Object.assign(c.dataset, { peakAllocated: String(pa.bytes), peakReserved: String(pr.bytes),
+            usedMax: String(usedMax), rssMax: String(rssMax), ooms: String(ooms), top: String(top) });
     }
 
     /* ---------- memory at a time: segments with their blocks ---------- */
@@ -734,8 +953,10 @@
         return ix.live.ids();
     }
     function atTime() {
-        return S.at !== null ? S.at : S.model.figures.allocated.peak_time_ns !== null
-            ? S.model.figures.allocated.peak_time_ns - S.model.t_min : 0;
+        if (S.at !== null)
+            return S.at;
+        const p = peak(false);
+        return p.ev !== null ? p.offset : 0;
     }
     let stripes = null;
     function stripePattern(ctx) {
@@ -756,9 +977,8 @@
     function drawAtTime() {
         const t = atTime();
         $('attime-label').textContent = `+${fmtTime(t)}`;
-        const dev = S.view.device;
-        const segIds = Array.from(liveAt(S.segTl, t)).filter((id) => S.model.segs.device[id] === dev);
-        const blockIds = Array.from(liveAt(S.tl, t)).filter((id) => S.model.blocks.device[id] === dev);
+        const segIds = Array.from(liveAt(S.segTl, t)).filter((id) => selected(S.model.segs, id));
+        const blockIds = Array.from(liveAt(S.tl, t)).filter((id) => selected(S.model.blocks, id));
         const sc = S.model.segs, bc = S.model.blocks;
         segIds.sort((x, y) => sc.addr[x] - sc.addr[y]);
         const rowH = 22, c = $('attime');
@@ -916,10 +1136,11 @@
         }
         return out;
     }
-    /* The events of the device shown around time t: the last one at or before t
-     * (the one chosen) with up to 20 before and 20 after it. */
+    /* The events of the device and stream chosen (annotations: of every one) around
+     * time t: the last one at or before t (the one chosen) with up to 20 before and
+     * 20 after it. */
     function fillEvents(t) {
-        const L = eventList(), tbody = $('events-table').tBodies[0], dev = S.view.device;
+        const L = eventList(), tbody = $('events-table').tBodies[0];
         tbody.textContent = '';
         let lo = 0, hi = L.T.length;
         while (lo < hi) {
@@ -930,10 +1151,14 @@
                 hi = mid;
         }
         const mine = (j) => {
-            const ev = L.evs[j], k = L.kind[ev];
-            const d = k === 0 ? S.model.blocks.device[L.id[ev]] : k === 1 ? S.model.segs.device[L.id[ev]]
-                : k === 3 ? S.model.ooms[L.id[ev]].device : dev;
-            return d === dev;
+            const ev = L.evs[j], k = L.kind[ev], i = L.id[ev];
+            if (k === 2)
+                return true;
+            if (k === 3) {
+                const o = S.model.ooms[i];
+                return o.device === S.view.device && (S.view.stream === null || o.stream === S.view.stream);
+            }
+            return selected(k === 0 ? S.model.blocks : S.model.segs, i);
         };
         let chosen = lo - 1;
         while (chosen >= 0 && !mine(chosen))
@@ -973,18 +1198,26 @@
         const clock = $('compare-align').value === 'clock';
         const first = Math.min(...files.map((f) => f.model.t_min));
         const offsets = files.map((f) => (clock ? f.model.t_min - first : 0));
+        /* Each file's blocks on the device and stream chosen (the selectors list the
+         * shown file's). */
         let span = 1, top = 0;
-        files.forEach((f, i) => {
-            if (!f.series)
-                f.series = Compare.levelSeries(f.model);
-            span = Math.max(span, offsets[i] + f.series.end);
-            top = Math.max(top, f.model.figures.allocated.peak_bytes);
+        const series = files.map((f, i) => {
+            const fl = filter(f), key = `${fl.device} ${fl.stream} ${fl.category}`;
+            f.series = f.series || new Map();
+            if (!f.series.has(key)) {
+                const m = f.model;
+                f.series.set(key, { s: Compare.levelSeries(m, fl), peak: Compare.peakOf(m.blocks, m.blockOps, m.t_min, fl) });
+            }
+            const fs = f.series.get(key);
+            span = Math.max(span, offsets[i] + fs.s.end);
+            top = Math.max(top, fs.peak.bytes);
+            return fs;
         });
         axes(ctx, W, H, top, { t0: 0, t1: span });
         const legend = $('compare-legend');
         legend.textContent = '';
         files.forEach((f, i) => {
-            const col = Compare.columnMax(f.series, offsets[i], span, W), colour = FILE_COLOURS[i % FILE_COLOURS.length];
+            const col = Compare.columnMax(series[i].s, offsets[i], span, W), colour = FILE_COLOURS[i % FILE_COLOURS.length];
             ctx.strokeStyle = colour;
             ctx.lineWidth = 1.5;
             ctx.beginPath();
@@ -1007,11 +1240,11 @@
             const sw = el('span', null, 'swatch');
             sw.style.background = colour;
             item.appendChild(sw);
-            item.appendChild(el('span', `${f.info.name}: peak ${fmtBytes(f.model.figures.allocated.peak_bytes)}`));
+            item.appendChild(el('span', `${f.info.name}: peak ${fmtBytes(series[i].peak.bytes)}${filterText()}`));
             legend.appendChild(item);
         });
         ctx.lineWidth = 1;
-        c.dataset.peaks = JSON.stringify(files.map((f) => f.model.figures.allocated.peak_bytes));
+        c.dataset.peaks = JSON.stringify(series.map((fs) => fs.peak.bytes));
         c.dataset.span = String(span);
         fillStackDiff();
     }
@@ -1019,7 +1252,7 @@
     function fillStackDiff() {
         const a = S.files[Number($('compare-a').value)] || S.files[0];
         const b = S.files[Number($('compare-b').value)] || S.files[0];
-        const rows = Compare.stackDiff(a, b), tbody = $('compare-table').tBodies[0];
+        const rows = Compare.stackDiff(a, b, filter(a), filter(b)), tbody = $('compare-table').tBodies[0];
         tbody.textContent = '';
         let up = 0, down = 0, upBytes = 0, downBytes = 0;
         for (const r of rows) {
@@ -1031,10 +1264,11 @@
                 downBytes -= r.delta;
             }
         }
-        const fa = a.model.figures.allocated, fb = b.model.figures.allocated;
+        const pa = Compare.peakOf(a.model.blocks, a.model.blockOps, a.model.t_min, filter(a)).bytes;
+        const pb = Compare.peakOf(b.model.blocks, b.model.blockOps, b.model.t_min, filter(b)).bytes;
         $('compare-summary').textContent = a === b ? 'Choose two different files.' :
-            `Peak ${fmtBytes(fa.peak_bytes)} in ${a.info.name}, ${fmtBytes(fb.peak_bytes)} in ${b.info.name} ` +
-            `(${fb.peak_bytes >= fa.peak_bytes ? '+' : '-'}${fmtBytes(Math.abs(fb.peak_bytes - fa.peak_bytes))}). ` +
+            `Peak${filterText()} ${fmtBytes(pa)} in ${a.info.name}, ${fmtBytes(pb)} in ${b.info.name} ` +
+            `(${pb >= pa ? '+' : '-'}${fmtBytes(Math.abs(pb - pa))}). ` +
             `${rows.length} stacks differ: ${up} grew or are new (+${fmtBytes(upBytes)}), ` +
             `${down} shrank or are gone (-${fmtBytes(downBytes)}).`;
         for (const r of rows.slice(0, 500)) {
@@ -1063,22 +1297,34 @@
             $('flame').textContent = '';
             return;
         }
-        const st = S.view.stream, keep = st === null ? null : (id) => c.stream[id] === st;
-        const p = st === null ? { ev: f.peak_event, bytes: f.peak_bytes, offset: f.peak_offset_ns } : streamPeak(st);
+        const p = peak(false);
         if (p.ev === null) {
-            $('peak-summary').textContent = `Nothing was allocated on stream ${hex(st)}.`;
+            $('peak-summary').textContent = `Nothing was allocated${filterText()}.`;
             $('flame').textContent = '';
             return;
         }
-        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, p.ev, keep)].map(([k, [bytes, count]]) => [k, { bytes, count }]));
+        const groups = new Map([...globalThis.MemtraceReplay.stacksAt(c, p.ev, (id) => selected(c, id))].map(([k, [bytes, count]]) => [k, { bytes, count }]));
         let count = 0;
         for (const g of groups.values())
             count += g.count;
-        $('peak-summary').textContent = `Peak of allocated memory${st === null ? '' : ' on stream ' + hex(st)}: ${fmtBytes(p.bytes)} (${p.bytes} bytes) at +${fmtTime(p.offset)}, event ${p.ev}, in ${count} blocks from ${groups.size} stacks.`;
+        $('peak-summary').textContent = `Peak of allocated memory${filterText()}: ${fmtBytes(p.bytes)} (${p.bytes} bytes) at +${fmtTime(p.offset)}, event ${p.ev}, in ${count} blocks from ${groups.size} stacks.`;
         drawFlame(groups);
-        const sorted = [...groups.entries()].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 200);
-        for (const [stack, g] of sorted) {
+        /* Sorted by the column chosen (bytes first), ties by bytes, then stack id. */
+        const { key, dir } = S.peakSort;
+        const inner = (stack) => {
+            const f = stackOf(stack, 1)[0];
+            return f ? frameText(f) : '';
+        };
+        const rows = [...groups.entries()].map(([stack, g]) => ({ stack, g, text: key === 'stack' ? inner(stack) : '' }));
+        rows.sort((a, b) => dir * (key === 'stack' ? (a.text < b.text ? -1 : a.text > b.text ? 1 : 0) : a.g[key] - b.g[key]) ||
+            b.g.bytes - a.g.bytes || a.stack - b.stack);
+        for (const th of document.querySelectorAll('#peak-table th[data-sort]')) {
+            th.classList.toggle('sorted-desc', th.dataset.sort === key && dir < 0);
+            th.classList.toggle('sorted-asc', th.dataset.sort === key && dir > 0);
+        }
+        for (const { stack, g } of rows.slice(0, 200)) {
             const tr = el('tr');
+            tr.dataset.stack = String(stack);
             tr.appendChild(el('td', fmtBytes(g.bytes), 'num'));
             tr.appendChild(el('td', String(g.count), 'num'));
             const td = el('td');
@@ -1090,26 +1336,6 @@
             tr.appendChild(td);
             tbody.appendChild(tr);
         }
-    }
-
-    /* The first event at which one stream's allocated bytes exceed every earlier
-     * level, by the same rule as the file's peak. */
-    function streamPeak(st) {
-        const c = S.model.blocks, ops = S.model.blockOps;
-        let cur = 0, best = { ev: null, bytes: 0, offset: 0 };
-        for (let k = 0; k < ops.length; k++) {
-            const v = ops[k], id = v > 0 ? v - 1 : -v - 1;
-            if (c.stream[id] !== st)
-                continue;
-            if (v < 0) {
-                cur -= c.size[id];
-                continue;
-            }
-            cur += c.size[id];
-            if (cur > best.bytes)
-                best = { ev: c.ev0[id], bytes: cur, offset: c.t0[id] - S.model.t_min };
-        }
-        return best;
     }
 
     /* The stacks live at the peak as a tree, outermost frame at the top; frames of
@@ -1228,7 +1454,13 @@
         add('oom events', String(f.oom.count));
         for (const k of Object.keys(info.meta || {})) {
             const v = info.meta[k];
-            add(`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v));
+            /* A table of settings (a snapshot's allocator_settings): one row each. */
+            if (v && typeof v === 'object' && !Array.isArray(v))
+                for (const sk of Object.keys(v))
+                    add(`${k === 'allocator_settings' ? 'allocator setting' : 'meta ' + k} ${sk}`,
+                        typeof v[sk] === 'string' ? v[sk] : JSON.stringify(v[sk]));
+            else
+                add(`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v));
         }
         const at = $('action-table').tBodies[0];
         at.textContent = '';
@@ -1297,6 +1529,25 @@
             S.at = Number(tr.dataset.t);
             redraw();
         });
+        for (const th of document.querySelectorAll('#peak-table th[data-sort]')) {
+            th.addEventListener('click', () => {
+                const key = th.dataset.sort;
+                S.peakSort = { key, dir: S.peakSort.key === key ? -S.peakSort.dir : key === 'stack' ? 1 : -1 };
+                if (S.model)
+                    fillPeak();
+            });
+        }
+        /* A row of the peak table shows its stack on the timeline. */
+        $('peak-table').tBodies[0].addEventListener('click', (e) => {
+            const tr = e.target.closest && e.target.closest('tr[data-stack]');
+            if (!tr || !S.model)
+                return;
+            $('search').value = `stack:${tr.dataset.stack}`;
+            setSearch($('search').value);
+            showTab('timeline');
+        });
+        $('help-button').addEventListener('click', () => ($('help').hidden = !$('help').hidden));
+        $('help-close').addEventListener('click', () => ($('help').hidden = true));
         const flame = $('flame');
         flame.addEventListener('mousemove', (e) => {
             const n = flameNode(e);
@@ -1340,6 +1591,13 @@
         });
         $('stream').addEventListener('change', (e) => {
             S.view.stream = e.target.value === '' ? null : Number(e.target.value);
+            mini = null;
+            S.flameFocus = [];
+            redraw();
+            writeHash();
+        });
+        $('category').addEventListener('change', (e) => {
+            S.view.category = e.target.value === '' ? null : Number(e.target.value);
             mini = null;
             S.flameFocus = [];
             redraw();
@@ -1424,21 +1682,45 @@
             if (!S.pinned)
                 hideTooltip();
         });
-        c.addEventListener('dblclick', () => {
-            if (!S.model)
-                return;
-            S.view.t0 = 0;
-            S.view.t1 = Math.max(1, S.model.t_max - S.model.t_min);
-            delete S.view.yMin;
-            delete S.view.yMax;
-            redraw();
-            writeHash();
-        });
+        c.addEventListener('dblclick', resetView);
         window.addEventListener('keydown', (e) => {
             if (e.key === 'Escape') {
                 S.pinned = null;
                 hideTooltip();
+                $('help').hidden = true;
+                return;
             }
+            const t = e.target;
+            if (e.ctrlKey || e.metaKey || e.altKey || (t && ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName)))
+                return;
+            if (e.key === '?') {
+                $('help').hidden = !$('help').hidden;
+                return;
+            }
+            if (!S.model)
+                return;
+            const tabs = [...document.querySelectorAll('#tabs button')].filter((b) => !b.hidden);
+            if (e.key === '+' || e.key === '=') {
+                zoomKey(0.5);
+            } else if (e.key === '-' || e.key === '_') {
+                zoomKey(2);
+            } else if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') {
+                const d = (e.key === 'ArrowLeft' ? -0.1 : 0.1) * (S.view.t1 - S.view.t0);
+                S.view.t0 += d;
+                S.view.t1 += d;
+                clampView();
+                redraw();
+                writeHash();
+            } else if (e.key === '0') {
+                resetView();
+            } else if (e.key === '/') {
+                $('search').focus();
+            } else if (/^[1-9]$/.test(e.key) && Number(e.key) <= tabs.length) {
+                showTab(tabs[Number(e.key) - 1].dataset.view);
+            } else {
+                return;
+            }
+            e.preventDefault();
         });
         const mm = $('minimap');
         let mdrag = false;
@@ -1482,6 +1764,10 @@
         },
         frame: () => lastFrame && { W: lastFrame.W, H: lastFrame.H, top: lastFrame.top, base: lastFrame.base, drawn: lastFrame.drawn, aggregated: lastFrame.aggregated },
         timings: () => ({ loadMs: S.loadMs, firstDrawMs: S.firstDrawMs, renderMs: S.renderMs }),
+        /* True once the timeline on screen shows the current view: input changes the
+         * view at once but draws on the next animation frame, and toScreen() and
+         * frame() describe the frame drawn. */
+        settled: () => !frameRequested && lastFrame !== null && S.tab === 'timeline' && lastFrame.view === viewKey(),
         setView(t0, t1) {
             S.view.t0 = t0;
             S.view.t1 = t1;

@@ -1,20 +1,55 @@
 /* compare.js: two or more files side by side, for the viewer's compare view.
  *
- * - levelSeries(model): a file's allocated bytes after each block op, with the
- *   op's time (from the file's first event), as a step function;
+ * - levelSeries(model, filter): a file's allocated bytes after each block op, with
+ *   the op's time (from the file's first event), as a step function;
  * - columnMax(series, offset, span, W): its highest level in each of W columns of
  *   [0, span), the series shifted right by offset; NaN where the file has no time;
  * - stackDiff(a, b): stacks matched by their frames (ids differ between files),
  *   with the bytes and blocks each had live at its file's peak of allocated
  *   memory (docs/REPLAY.md rule 12), for every stack where the bytes differ, the
- *   largest change first. a and b are {model, info} as the viewer holds them. */
+ *   largest change first. a and b are {model, info} as the viewer holds them,
+ *   filterA and filterB (filterA where absent) choose their blocks;
+ * - peakOf(cols, ops, t_min, filter): the peak of the chosen intervals' level, by
+ *   the same rule as the file's (the first op at which the level exceeds every
+ *   earlier one): {ev, bytes, offset}, ev null when nothing was chosen.
+ * filter, where taken: {device, stream, category} (null or absent: any) chooses the
+ * intervals counted. */
 function memtraceCompareFactory() {
     'use strict';
     const Format = typeof module === 'object' && module.exports ? require('./format.js') : globalThis.MemtraceFormat;
     const Replay = typeof module === 'object' && module.exports ? require('./replay.js') : globalThis.MemtraceReplay;
 
-    function levelSeries(model) {
-        const ops = model.blockOps, b = model.blocks, n = ops.length;
+    function chooser(cols, filter) {
+        const get = (k) => (filter && filter[k] !== undefined ? filter[k] : null);
+        const dev = get('device'), st = get('stream'), cat = get('category');
+        if (dev === null && st === null && cat === null)
+            return null;
+        return (id) => (dev === null || cols.device[id] === dev) && (st === null || cols.stream[id] === st) &&
+            (cat === null || cols.category[id] === cat);
+    }
+
+    function peakOf(cols, ops, t_min, filter) {
+        const keep = chooser(cols, filter);
+        let cur = 0, best = { ev: null, bytes: 0, offset: 0 };
+        for (let k = 0; k < ops.length; k++) {
+            const v = ops[k], id = v > 0 ? v - 1 : -v - 1;
+            if (keep && !keep(id))
+                continue;
+            if (v < 0) {
+                cur -= cols.size[id];
+                continue;
+            }
+            cur += cols.size[id];
+            if (cur > best.bytes)
+                best = { ev: cols.ev0[id], bytes: cur, offset: cols.t0[id] - t_min };
+        }
+        return best;
+    }
+
+    function levelSeries(model, filter) {
+        const keep = chooser(model.blocks, filter);
+        const ops = keep ? model.blockOps.filter((op) => keep(op > 0 ? op - 1 : -op - 1)) : model.blockOps;
+        const b = model.blocks, n = ops.length;
         const t = new Float64Array(n), v = new Float64Array(n);
         let level = 0;
         for (let i = 0; i < n; i++) {
@@ -54,9 +89,10 @@ function memtraceCompareFactory() {
     }
 
     /* Per stack signature: {frames, bytes, count} live at the file's peak. */
-    function atPeak(file) {
-        const out = new Map(), pe = file.model.figures.allocated.peak_event;
-        for (const [stack, [bytes, count]] of Replay.stacksAt(file.model.blocks, pe)) {
+    function atPeak(file, filter) {
+        const m = file.model, out = new Map();
+        const pe = filter ? peakOf(m.blocks, m.blockOps, m.t_min, filter).ev : m.figures.allocated.peak_event;
+        for (const [stack, [bytes, count]] of Replay.stacksAt(m.blocks, pe, chooser(m.blocks, filter))) {
             const frames = Format.stackFrames(file.info, stack);
             const key = frames.map(frameKey).join('\u0001');
             const g = out.get(key) || { frames, bytes: 0, count: 0 };
@@ -67,8 +103,8 @@ function memtraceCompareFactory() {
         return out;
     }
 
-    function stackDiff(a, b) {
-        const A = atPeak(a), B = atPeak(b), rows = [];
+    function stackDiff(a, b, filterA, filterB) {
+        const A = atPeak(a, filterA), B = atPeak(b, filterB === undefined ? filterA : filterB), rows = [];
         for (const key of new Set([...A.keys(), ...B.keys()])) {
             const x = A.get(key), y = B.get(key);
             const ab = x ? x.bytes : 0, bb = y ? y.bytes : 0;
@@ -83,7 +119,7 @@ function memtraceCompareFactory() {
         return rows;
     }
 
-    return { levelSeries, columnMax, stackDiff };
+    return { levelSeries, columnMax, stackDiff, peakOf };
 }
 
 (function (api) {

@@ -10,13 +10,20 @@
  * a quieter time splits them); blocks that come and go within one column show as a
  * pale band up to the highest level reached in that column.
  *
- * To start a sweep anywhere without replaying from the first event, the live set is
- * kept every K ops (checkpoints); K doubles until the checkpoints fit a budget, so a
- * frame replays at most K ops before its first column. */
+ * Level of detail, so that a frame costs about the same at any zoom and any file
+ * size: the live set is kept every K ops (checkpoints; K starts small and doubles
+ * until they fit a budget), and a column's live set is reached from the previous
+ * column's or from the nearest checkpoint, whichever applies fewer ops. The level
+ * of the chosen blocks (a device, stream, category) is kept per run of RUN ops:
+ * its value before the run and its highest within it, so that a column's highest
+ * level reads whole runs instead of every op; built once per choice (the first
+ * while the file loads, by its first frame). A wide view thus reads W columns
+ * times a checkpoint and a few runs, not every op of the file. */
 function memtraceTimelineFactory() {
     'use strict';
 
     const CHECKPOINT_BUDGET = 16 * 1024 * 1024; /* block ids kept in all checkpoints */
+    const RUN = 64; /* ops per run of the level summaries */
 
     /* The live set: ids in order of allocation, removal by tombstone, compacted when
      * half are tombstones. */
@@ -105,40 +112,34 @@ function memtraceTimelineFactory() {
             this.buildCheckpoints();
         }
 
+        /* One pass: over the budget, every other checkpoint goes and K doubles. */
         buildCheckpoints() {
-            let K = 4096;
-            for (;;) {
-                const cps = [];
-                let total = 0, fits = true;
-                const live = this.live;
-                live.reset(null);
-                for (let k = 0; k <= this.ops.length; k++) {
-                    if (k % K === 0) {
-                        const ids = live.ids();
-                        total += ids.length;
-                        if (total > CHECKPOINT_BUDGET && K < this.ops.length) {
-                            fits = false;
-                            break;
-                        }
-                        cps.push(ids);
-                    }
-                    if (k < this.ops.length) {
-                        const v = this.ops[k];
-                        if (v > 0)
-                            live.add(v - 1);
-                        else
-                            live.remove(-v - 1);
+            let K = 512, total = 0, cps = [];
+            const live = this.live, n = this.ops.length;
+            live.reset(null);
+            for (let k = 0; k <= n; k++) {
+                if (k % K === 0) {
+                    const ids = live.ids();
+                    total += ids.length;
+                    cps.push(ids);
+                    while (total > CHECKPOINT_BUDGET && K < n) {
+                        cps = cps.filter((c, i) => i % 2 === 0);
+                        total = cps.reduce((a, c) => a + c.length, 0);
+                        K *= 2;
                     }
                 }
-                if (fits) {
-                    this.K = K;
-                    this.cps = cps;
-                    live.reset(null);
-                    this.at = 0;
-                    return;
+                if (k < n) {
+                    const v = this.ops[k];
+                    if (v > 0)
+                        live.add(v - 1);
+                    else
+                        live.remove(-v - 1);
                 }
-                K *= 2;
             }
+            this.K = K;
+            this.cps = cps;
+            live.reset(null);
+            this.at = 0;
         }
 
         /* First op index whose time is >= t. */
@@ -154,12 +155,37 @@ function memtraceTimelineFactory() {
             return lo;
         }
 
-        /* Makes the live set the one before op k. */
+        /* First op index from lo on whose time is >= t. */
+        opFrom(lo, t) {
+            let hi = this.T.length;
+            if (lo >= hi || this.T[lo] >= t)
+                return lo;
+            /* Near lo first (narrow columns), then halving. */
+            let step = 1;
+            while (lo + step < hi && this.T[lo + step] < t) {
+                lo += step;
+                step *= 2;
+            }
+            hi = Math.min(hi, lo + step);
+            while (lo < hi) {
+                const mid = (lo + hi) >>> 1;
+                if (this.T[mid] < t)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            return lo;
+        }
+
+        /* Makes the live set the one before op k: on from where it is, or from the
+         * checkpoint before k, whichever touches fewer ids. */
         seek(k) {
-            const cp = Math.floor(k / this.K);
-            if (!(this.at <= k && this.at >= cp * this.K)) {
+            const cp = Math.floor(k / this.K), from = cp * this.K;
+            /* An integer either way: a double here would deoptimize the compiled seek. */
+            const onward = this.at <= k ? k - this.at : 0x3fffffff;
+            if (onward > this.live.len + this.cps[cp].length + (k - from)) {
                 this.live.reset(this.cps[cp]);
-                this.at = cp * this.K;
+                this.at = from;
             }
             while (this.at < k)
                 this.apply(this.at++);
@@ -172,6 +198,85 @@ function memtraceTimelineFactory() {
             else
                 this.live.remove(-v - 1);
         }
+    }
+
+    /* The level of the chosen intervals (device dev, stream st, category cat; null:
+     * any) in runs of RUN ops: before[r] the level before run r, high[r] the highest
+     * level after any op of run r. */
+    class Levels {
+        constructor(index, cols, dev, st, cat) {
+            this.ix = index;
+            this.c = cols;
+            this.dev = dev;
+            this.st = st;
+            this.cat = cat;
+            const ops = index.ops, n = ops.length, runs = Math.ceil(n / RUN);
+            this.before = new Float64Array(runs + 1);
+            this.high = new Float64Array(runs);
+            let cur = 0;
+            const size = cols.size, all = dev === null && st === null && cat === null;
+            for (let r = 0; r < runs; r++) {
+                this.before[r] = cur;
+                let hi = cur;
+                const end = Math.min(n, (r + 1) * RUN);
+                for (let k = r * RUN; k < end; k++) {
+                    const v = ops[k];
+                    cur = all ? (v > 0 ? cur + size[v - 1] : cur - size[-v - 1]) : this.step(v, cur);
+                    if (cur > hi)
+                        hi = cur;
+                }
+                this.high[r] = hi;
+            }
+            this.before[runs] = cur;
+        }
+
+        /* The level after op v, from level cur. */
+        step(v, cur) {
+            const c = this.c, id = v > 0 ? v - 1 : -v - 1;
+            if ((this.dev !== null && c.device[id] !== this.dev) || (this.st !== null && c.stream[id] !== this.st) ||
+                (this.cat !== null && c.category[id] !== this.cat))
+                return cur;
+            return v > 0 ? cur + c.size[id] : cur - c.size[id];
+        }
+
+        /* The level before op k. */
+        at(k) {
+            const r = Math.floor(k / RUN), ops = this.ix.ops;
+            let cur = this.before[r];
+            for (let j = r * RUN; j < k; j++)
+                cur = this.step(ops[j], cur);
+            return cur;
+        }
+
+        /* Over ops [k0, k1) from level cur (the level before k0): into out, the
+         * highest level (cur included) and the level after. */
+        scan(k0, k1, cur, out) {
+            const ops = this.ix.ops;
+            let hi = cur, k = k0;
+            while (k < k1 && k % RUN !== 0) {
+                cur = this.step(ops[k++], cur);
+                if (cur > hi)
+                    hi = cur;
+            }
+            while (k + RUN <= k1) {
+                const r = k / RUN;
+                if (this.high[r] > hi)
+                    hi = this.high[r];
+                k += RUN;
+                cur = this.before[r + 1];
+            }
+            while (k < k1) {
+                cur = this.step(ops[k++], cur);
+                if (cur > hi)
+                    hi = cur;
+            }
+            out.max = hi;
+            out.cur = cur;
+        }
+    }
+
+    function nullish(v) {
+        return v === undefined ? null : v;
     }
 
     function hashColor(id) {
@@ -197,8 +302,8 @@ function memtraceTimelineFactory() {
     const PALE = rgba32([200, 205, 215], 255);
     const DIM = rgba32([228, 228, 228], 255);
 
-    /* Draws one device's blocks into an RGBA buffer. view: {t0, t1, device, stream}
-     * (stream null or absent: every stream). */
+    /* Draws one device's blocks into an RGBA buffer. view: {t0, t1, device, stream,
+     * category} (stream or category null or absent: every one). */
     class Timeline {
         constructor(model) {
             this.m = model;
@@ -207,10 +312,31 @@ function memtraceTimelineFactory() {
             this.colors = new Map();
             this.minPx = 1;
             this.match = null; /* Uint8Array by stack id: search hits keep their colour */
+            this.matchIds = null; /* the same by block id */
+            this.lv = new Map(); /* 'device stream category' -> Levels */
+            /* Every field set once with its final type, so that compiled frames are
+             * not thrown away when one changes (see idColors). */
+            this.idCache = new Uint32Array(0);
+            this.idCacheMatch = null;
+            this.idCacheIds = null;
+        }
+
+        levelsFor(dev, st, cat) {
+            /* One device and every stream: no block to leave out. */
+            const devs = this.m.devices;
+            if (st === null && devs && (devs.length === 0 || (devs.length === 1 && devs[0] === dev)))
+                dev = null;
+            const key = `${dev} ${st} ${cat}`;
+            let l = this.lv.get(key);
+            if (!l) {
+                l = new Levels(this.index, this.m.blocks, dev, st, cat);
+                this.lv.set(key, l);
+            }
+            return l;
         }
 
         colorOf(id) {
-            if (this.match && !this.match[this.m.blocks.stack[id]])
+            if ((this.match && !this.match[this.m.blocks.stack[id]]) || (this.matchIds && !this.matchIds[id]))
                 return DIM;
             const key = this.colorBy === 'category' ? this.m.blocks.category[id] : this.m.blocks.stack[id];
             let c = this.colors.get(key);
@@ -224,41 +350,34 @@ function memtraceTimelineFactory() {
         setColorBy(by) {
             this.colorBy = by;
             this.colors.clear();
+            this.idCache = new Uint32Array(0);
+        }
+
+        /* colorOf by block id, filled as blocks are drawn (0: not yet), for as long
+         * as the colouring and the search stay the same. */
+        idColors() {
+            if (this.idCache.length !== this.m.blocks.n || this.idCacheMatch !== this.match || this.idCacheIds !== this.matchIds) {
+                this.idCache = new Uint32Array(this.m.blocks.n);
+                this.idCacheMatch = this.match;
+                this.idCacheIds = this.matchIds;
+            }
+            return this.idCache;
         }
 
         /* Per column: the level at its end and the highest level within it. */
         levels(view, W) {
-            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
+            const ix = this.index, dev = view.device === undefined ? null : view.device;
+            const lv = this.levelsFor(dev, nullish(view.stream), nullish(view.category));
             const dt = (view.t1 - view.t0) / W;
-            const end = new Float64Array(W), max = new Float64Array(W);
-            let k = ix.opAt(view.t0);
-            ix.seek(k);
-            let cur = 0;
-            const live = ix.live;
-            for (let i = 0; i < live.len; i++) {
-                const id = live.arr[i];
-                if (id >= 0 && (dev === null || c.device[id] === dev) && (st === null || c.stream[id] === st))
-                    cur += c.size[id];
-            }
-            const n = ix.ops.length;
+            const end = new Float64Array(W), max = new Float64Array(W), out = { max: 0, cur: 0 };
+            let k = ix.opAt(view.t0), cur = lv.at(k);
             for (let x = 0; x < W; x++) {
-                const tEnd = view.t0 + (x + 1) * dt;
-                let m = cur;
-                while (k < n && ix.T[k] < tEnd) {
-                    const v = ix.ops[k++];
-                    const id = v > 0 ? v - 1 : -v - 1;
-                    if ((dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
-                        continue;
-                    if (v > 0) {
-                        cur += c.size[id];
-                        if (cur > m)
-                            m = cur;
-                    } else {
-                        cur -= c.size[id];
-                    }
-                }
+                const k1 = ix.opFrom(k, view.t0 + (x + 1) * dt);
+                lv.scan(k, k1, cur, out);
+                k = k1;
+                cur = out.cur;
                 end[x] = cur;
-                max[x] = m;
+                max[x] = out.max;
             }
             return { end, max };
         }
@@ -277,15 +396,15 @@ function memtraceTimelineFactory() {
                 top = view.yMax;
             const scale = top > base ? (H - 1) / (top - base) : 0;
             pixels.fill(bg);
-            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
+            const ix = this.index, c = this.m.blocks, dev = view.device, st = nullish(view.stream), cat = nullish(view.category);
             const dt = (view.t1 - view.t0) / W;
             let k = ix.opAt(view.t0);
-            ix.seek(k);
-            const n = ix.ops.length, live = ix.live;
+            const live = ix.live;
             let drawn = 0, aggregated = 0;
-            const fill = (x, y0, y1, color) => {
-                /* y in bytes from the bottom; rows from the top */
-                let r0 = H - Math.round((y1 - base) * scale), r1 = H - Math.round((y0 - base) * scale);
+            /* Bands are contiguous: one band's top row is the next one's bottom. y in
+             * bytes from the bottom, rows from the top. */
+            const rowOf = (y) => H - Math.round((y - base) * scale);
+            const fill = (x, r0, r1, color) => {
                 if (r0 < 0)
                     r0 = 0;
                 if (r1 > H)
@@ -293,15 +412,15 @@ function memtraceTimelineFactory() {
                 for (let r = r0; r < r1; r++)
                     pixels[r * W + x] = color;
             };
+            const colors = this.idColors();
             for (let x = 0; x < W; x++) {
-                const tEnd = view.t0 + (x + 1) * dt;
-                while (k < n && ix.T[k] < tEnd)
-                    ix.apply(k++);
-                ix.at = k;
-                let y = 0, smallFrom = -1;
+                k = ix.opFrom(k, view.t0 + (x + 1) * dt);
+                ix.seek(k);
+                let y = 0, smallFrom = -1, row = rowOf(0);
                 for (let i = 0; i < live.len; i++) {
                     const id = live.arr[i];
-                    if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
+                    if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st) ||
+                        (cat !== null && c.category[id] !== cat))
                         continue;
                     const s = c.size[id];
                     if (s * scale < this.minPx) {
@@ -310,18 +429,30 @@ function memtraceTimelineFactory() {
                         aggregated++;
                     } else {
                         if (smallFrom >= 0) {
-                            fill(x, smallFrom, y, GREY);
+                            const r = rowOf(y);
+                            fill(x, r, row, GREY);
+                            row = r;
                             smallFrom = -1;
                         }
-                        fill(x, y, y + s, this.colorOf(id));
+                        const r = rowOf(y + s);
+                        if (r < row && row > 0 && r < H) {
+                            let col = colors[id];
+                            if (col === 0)
+                                col = colors[id] = this.colorOf(id);
+                            fill(x, r, row, col);
+                        }
+                        row = r;
                         drawn++;
                     }
                     y += s;
                 }
-                if (smallFrom >= 0)
-                    fill(x, smallFrom, y, GREY);
+                if (smallFrom >= 0) {
+                    const r = rowOf(y);
+                    fill(x, r, row, GREY);
+                    row = r;
+                }
                 if (lv.max[x] > y)
-                    fill(x, y, lv.max[x], PALE);
+                    fill(x, rowOf(lv.max[x]), row, PALE);
             }
             return { scale, top, base, levels: lv, drawn, aggregated };
         }
@@ -329,7 +460,7 @@ function memtraceTimelineFactory() {
         /* What is under pixel column x at byte level bytes: {kind: 'block', id},
          * {kind: 'aggregate', count, bytes, from}, {kind: 'transient', ...} or null. */
         hit(view, W, x, bytes, scale, levels) {
-            const ix = this.index, c = this.m.blocks, dev = view.device, st = view.stream === undefined ? null : view.stream;
+            const ix = this.index, c = this.m.blocks, dev = view.device, st = nullish(view.stream), cat = nullish(view.category);
             const dt = (view.t1 - view.t0) / W;
             const tEnd = view.t0 + (x + 1) * dt;
             ix.seek(ix.opAt(tEnd));
@@ -337,7 +468,8 @@ function memtraceTimelineFactory() {
             let y = 0, agg = null;
             for (let i = 0; i < live.len; i++) {
                 const id = live.arr[i];
-                if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st))
+                if (id < 0 || (dev !== null && c.device[id] !== dev) || (st !== null && c.stream[id] !== st) ||
+                    (cat !== null && c.category[id] !== cat))
                     continue;
                 const s = c.size[id];
                 const small = s * scale < this.minPx;
@@ -366,9 +498,9 @@ function memtraceTimelineFactory() {
     }
 
     /* Per column maxima of a level over the whole time range: the minimap's curve. */
-    function overview(tl, device, W, stream) {
+    function overview(tl, device, W, stream, category) {
         const span = Math.max(1, tl.m.t_max - tl.m.t_min);
-        return tl.levels({ t0: 0, t1: span, device, stream: stream === undefined ? null : stream }, W).max;
+        return tl.levels({ t0: 0, t1: span, device, stream: nullish(stream), category: nullish(category) }, W).max;
     }
 
     return { Timeline, Index, overview, hashColor };

@@ -4,12 +4,16 @@
 // 50 and an extra 256 (2106). The by-stack difference must list exactly the cache
 // (-350, shrank), the activations (+300, grew), the extra (+256, new) and the old
 // buffer (-128, gone), largest first, and not the weights; both files are drawn on
-// one axis to their peaks; and the file selector shows either file.
+// one axis to their peaks; and the file selector shows either file. The cache and the
+// extra are on stream 1, the rest on stream 0: on stream 1 alone the peaks are 400
+// and 306 and only the cache (-350) and the extra (+256) differ. Then gen-web's
+// basic.memtrace beside streams.memtrace, category "weights": basic's 64 MiB of
+// weights, none in streams (whose blocks have no category), a difference of -64 MiB.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { bail, builddir, done, is, join, launch, needBrowser, ok, pathToFileURL, plan, screenshot,
-    skipAll } from './lib.mjs';
+import { bail, builddir, done, genFiles, is, join, launch, needBrowser, ok, pathToFileURL, plan,
+    screenshot, skipAll } from './lib.mjs';
 
 const memtrace = join(builddir, 'memtrace');
 if (!existsSync(memtrace))
@@ -22,20 +26,21 @@ function snapshot(blocks, freed) {
     const at = {};
     for (const [name, size] of blocks) {
         at[name] = addr;
-        trace.push({ action: 'alloc', addr, size, stream: 0, time_us: t,
+        trace.push({ action: 'alloc', addr, size, stream: ['cache', 'extra'].includes(name) ? 1 : 0, time_us: t,
             frames: [{ name: `alloc_${name}`, filename: 'model.py', line: 10 }, { name: 'main', filename: 'train.py', line: 1 }] });
         addr += 0x1000;
         t += 100;
     }
     for (const name of freed) {
-        trace.push({ action: 'free_completed', addr: at[name], size: blocks.find((b) => b[0] === name)[1], stream: 0,
+        trace.push({ action: 'free_completed', addr: at[name], size: blocks.find((b) => b[0] === name)[1],
+            stream: ['cache', 'extra'].includes(name) ? 1 : 0,
             time_us: t, frames: [] });
         t += 100;
     }
     return JSON.stringify({ segments: [], device_traces: [trace] });
 }
 
-plan(11);
+plan(15);
 let ctx;
 try {
     const dir = mkdtempSync(join(tmpdir(), 'memtrace-compare-'));
@@ -84,6 +89,21 @@ try {
         (tr) => [tr.className, Number(tr.dataset.delta)]));
     is(back, [['grew', 350], ['shrank', -300], ['gone', -256], ['new', 128]], 'swapped, every change is reversed');
 
+    /* The stream selector: stream 1 alone. */
+    await page.selectOption('#compare-a', '0');
+    await page.selectOption('#compare-b', '1');
+    await page.selectOption('#stream', '1');
+    await page.waitForFunction(() => document.getElementById('compare').dataset.peaks === '[400,306]', null,
+        { timeout: 10000 }).catch(() => {});
+    is(await page.evaluate(() => JSON.parse(document.getElementById('compare').dataset.peaks)), [400, 306],
+        'stream 1: each file drawn to the peak of its stream-1 blocks');
+    is(await page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'),
+        (tr) => [tr.className, Number(tr.dataset.delta), tr.cells[4].innerText.split('\n')[0]])),
+    [['shrank', -350, 'alloc_cache (model.py:10)'], ['new', 256, 'alloc_extra (model.py:10)']],
+    'stream 1: only the cache and the extra differ');
+    await screenshot(page, 'compare-stream-1');
+    await page.selectOption('#stream', '');
+
     /* The file selector: the other views show the chosen file. */
     ok(await page.evaluate(() => !document.getElementById('file-select').hidden &&
         document.getElementById('file-select').options.length === 2), 'a file selector with both files');
@@ -94,6 +114,21 @@ try {
     is([await page.evaluate(() => memtraceViewer.frame().top),
         await page.evaluate(() => document.getElementById('file-name').textContent)], [2106, 'b.json'],
     'choosing B shows B');
+
+    /* A category is matched by its name in each file. */
+    const gen = genFiles();
+    await page.setInputFiles('#file-input', [join(gen, 'basic.memtrace'), join(gen, 'streams.memtrace')]);
+    await page.waitForFunction(() => document.body.dataset.state === 'ready' &&
+        document.getElementById('file-name').textContent === 'basic.memtrace', null, { timeout: 60000 });
+    await page.click('#tabs button[data-view="compare"]');
+    await page.selectOption('#category', '9');
+    await page.waitForFunction(() => document.getElementById('compare').dataset.peaks === JSON.stringify([64 * 1024 * 1024, 0]),
+        null, { timeout: 10000 }).catch(() => {});
+    is(await page.evaluate(() => JSON.parse(document.getElementById('compare').dataset.peaks)), [64 * 1024 * 1024, 0],
+        'category weights: basic.memtrace holds 64 MiB of them, streams.memtrace none');
+    is(await page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'),
+        (tr) => [tr.className, Number(tr.dataset.delta), tr.cells[4].innerText.split('\n')[0]])),
+    [['gone', -64 * 1024 * 1024, 'alloc_weights (model.c:12)']], 'category weights: only the weights differ, gone');
     is(errors, [], 'no error on the page');
     await ctx.close();
     done();

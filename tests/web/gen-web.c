@@ -5,6 +5,7 @@
  * DIR/hostile.memtrace   markup in frame, file, category, annotation and meta strings
  * DIR/streams.memtrace   two streams, bytes rounded up from those requested, and an
  *                        annotation range and a mark (figures in streams-t.mjs)
+ * DIR/devices.memtrace   two devices, counters and an out-of-memory event
  * DIR/rules.memtrace     every replay rule once: replaced and unmatched frees,
  *                        segment pieces unmapped across pieces and in part
  * DIR/random.memtrace    random events with edge values, and DIR/random.txt the same
@@ -159,11 +160,12 @@ static void hostile(const char *dir, const char *name)
     mt_writer_end(w, "{\"events\":4034}");
 }
 
-/* Stream 1: A 10 MiB (512 bytes of rounding) at 1 ms, B 6 MiB at 2 ms freed at 5 ms;
- * stream 2: C 8 MiB (4 KiB of rounding) at 3 ms freed at 7 ms, D 4 MiB at 6 ms freed
- * at 8 ms; all in one 64 MiB segment. Peaks: 24 MiB in all at 3 ms (event 4), 16 MiB
- * on stream 1 (event 3), 12 MiB on stream 2 (event 7). "phase A" runs from 1.5 ms to
- * 4 ms, "checkpoint" marks 6.5 ms. */
+/* Stream 1: a 32 MiB segment from the start holding A 10 MiB (512 bytes of rounding)
+ * at 1 ms and B 6 MiB at 2 ms freed at 5 ms; stream 2: a 16 MiB segment from 3 ms
+ * holding C 8 MiB (4 KiB of rounding) at 3 ms freed at 7 ms and D 4 MiB at 6 ms freed
+ * at 8 ms. Peaks: 24 MiB in all at 3 ms (event 5), 16 MiB on stream 1 (event 3),
+ * 12 MiB on stream 2 (event 8); reserved 48, 32 and 16 MiB. "phase A" runs from 1.5 ms
+ * to 4 ms, "checkpoint" marks 6.5 ms. */
 static void streams(const char *dir)
 {
     struct mt_writer *w = open_or_die(dir, "streams.memtrace");
@@ -174,7 +176,7 @@ static void streams(const char *dir)
     tables(w, s);
     struct evbuf b = {0};
     const uint64_t ms = 1000000;
-    struct memtrace_event *e = push(&b, MEMTRACE_SEGMENT_ALLOC, T0, BASE, 64 * MIB);
+    struct memtrace_event *e = push(&b, MEMTRACE_SEGMENT_ALLOC, T0, BASE, 32 * MIB);
     e->stream = 1;
     e = push(&b, MEMTRACE_ALLOC, T0 + 1 * ms, BASE, 10 * MIB);
     e->stream = 1;
@@ -186,6 +188,7 @@ static void streams(const char *dir)
     e = push(&b, MEMTRACE_ALLOC, T0 + 2 * ms, BASE + 16 * MIB, 6 * MIB);
     e->stream = 1;
     e->stack = 4;
+    push(&b, MEMTRACE_SEGMENT_ALLOC, T0 + 3 * ms, BASE + 32 * MIB, 16 * MIB)->stream = 2;
     e = push(&b, MEMTRACE_ALLOC, T0 + 3 * ms, BASE + 32 * MIB, 8 * MIB);
     e->stream = 2;
     e->stack = 5;
@@ -194,14 +197,61 @@ static void streams(const char *dir)
     e->category = 11;
     e->aux = MEMTRACE_ANNOTATE_POP;
     push(&b, MEMTRACE_FREE_COMPLETED, T0 + 5 * ms, BASE + 16 * MIB, 6 * MIB)->stream = 1;
-    e = push(&b, MEMTRACE_ALLOC, T0 + 6 * ms, BASE + 48 * MIB, 4 * MIB);
+    e = push(&b, MEMTRACE_ALLOC, T0 + 6 * ms, BASE + 40 * MIB, 4 * MIB);
     e->stream = 2;
     e->stack = 4;
     e = push(&b, MEMTRACE_ANNOTATE, T0 + 13 * ms / 2, 0, 0);
     e->category = 12;
     e->aux = MEMTRACE_ANNOTATE_MARK;
     push(&b, MEMTRACE_FREE_COMPLETED, T0 + 7 * ms, BASE + 32 * MIB, 8 * MIB)->stream = 2;
-    push(&b, MEMTRACE_FREE_COMPLETED, T0 + 8 * ms, BASE + 48 * MIB, 4 * MIB)->stream = 2;
+    push(&b, MEMTRACE_FREE_COMPLETED, T0 + 8 * ms, BASE + 40 * MIB, 4 * MIB)->stream = 2;
+    mt_writer_events(w, b.ev, b.n);
+    free(b.ev);
+    mt_writer_end(w, "{}");
+}
+
+/* Two devices with the sampler's counters and an out-of-memory event. Device 0: a
+ * 32 MiB segment from the start, 8 MiB at 1 ms and 4 MiB at 2 ms, both freed at 5 ms;
+ * device 1: a 16 MiB segment at 0.5 ms, 2 MiB at 1.5 ms. Counters every ms from 1 to
+ * 4 ms: device 0 reports 40 MiB used, device 1 20 MiB, RSS 100, 110, 120, 130 MiB
+ * (the same in both devices' samples). Device 0 runs out of memory at 3.5 ms asking
+ * for 1 GiB. */
+static void devices(const char *dir)
+{
+    struct mt_writer *w = open_or_die(dir, "devices.memtrace");
+    const char *s[14] = {
+        "libtrain.so",       "alloc_weights", "model.c", "train_step",  "train.c", "main",
+        "alloc_activations", "layers.c",      "weights", "activations", "step",    "done",
+        "small_tensor",      "tensors.c"};
+    tables(w, s);
+    struct evbuf b = {0};
+    const uint64_t ms = 1000000;
+    push(&b, MEMTRACE_SEGMENT_ALLOC, T0, BASE, 32 * MIB);
+    struct memtrace_event *e =
+        push(&b, MEMTRACE_SEGMENT_ALLOC, T0 + ms / 2, BASE + 64 * MIB, 16 * MIB);
+    e->device = 1;
+    e = push(&b, MEMTRACE_ALLOC, T0 + 1 * ms, BASE, 8 * MIB);
+    e->stack = 3;
+    e = push(&b, MEMTRACE_ALLOC, T0 + 3 * ms / 2, BASE + 64 * MIB, 2 * MIB);
+    e->stack = 4;
+    e->device = 1;
+    e = push(&b, MEMTRACE_ALLOC, T0 + 2 * ms, BASE + 8 * MIB, 4 * MIB);
+    e->stack = 5;
+    for (int k = 1; k <= 4; k++) {
+        for (int d = 0; d < 2; d++) {
+            e = push(&b, MEMTRACE_COUNTER, T0 + (uint64_t)k * ms + (uint64_t)d,
+                     d ? 20 * MIB : 40 * MIB, 80 * 1024 * MIB);
+            e->requested_size = (uint64_t)(90 + 10 * k) * MIB;
+            e->device = d;
+        }
+        if (k == 3) {
+            e = push(&b, MEMTRACE_OOM, T0 + 7 * ms / 2, 0, 1024 * MIB);
+            e->aux = 8 * MIB;
+            e->stack = 4;
+        }
+    }
+    push(&b, MEMTRACE_FREE_COMPLETED, T0 + 5 * ms, BASE, 8 * MIB);
+    push(&b, MEMTRACE_FREE_COMPLETED, T0 + 5 * ms, BASE + 8 * MIB, 4 * MIB);
     mt_writer_events(w, b.ev, b.n);
     free(b.ev);
     mt_writer_end(w, "{}");
@@ -296,6 +346,7 @@ int main(int argc, char **argv)
     hostile(argv[1], "hostile.memtrace");
     hostile(argv[1], "<img src=x onerror=\"window.__hostile=12\">.memtrace");
     streams(argv[1]);
+    devices(argv[1]);
     rules(argv[1]);
     random_events(argv[1]);
     return 0;

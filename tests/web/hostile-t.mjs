@@ -8,7 +8,7 @@ import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, open
 
 const MIB = 1024 * 1024, T0 = 1e9;
 const pw = needBrowser();
-plan(8);
+plan(10);
 let ctx;
 try {
     const gen = genFiles();
@@ -28,6 +28,17 @@ try {
         tip.includes('<img src=x onerror="window.__hostile=8">weights'),
     'the pinned tooltip shows frame, file and category names as text', tip);
     await page.keyboard.press('Escape');
+    /* The category selector and the search's answer hold names from the file. */
+    is(await page.evaluate(() => Array.from(document.querySelectorAll('#category option'), (o) => o.textContent)),
+        ['all', '<img src=x onerror="window.__hostile=8">weights', '<script>window.__hostile=9</script>activations'],
+        'the category selector shows category names as text');
+    await page.selectOption('#category', '10');
+    await page.fill('#search', 'stack:3');
+    await page.waitForFunction(() => document.getElementById('search-result').textContent.startsWith('stack 3'), null,
+        { timeout: 10000 }).catch(() => {});
+    is(await page.evaluate(() => document.getElementById('search-result').textContent),
+        'stack 3: <script>window.__hostile=4</script>alloc_weights (<img src=x onerror="window.__hostile=5">model.c:12)',
+        'the search shows the stack it found as text');
     await page.fill('#search', '<script>');
     await page.waitForTimeout(300);
     for (const tab of ['reserved', 'attime', 'peak', 'info', 'timeline']) {

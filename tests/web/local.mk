@@ -10,7 +10,7 @@ WEB_TESTS = tests/web/format-t.mjs tests/web/replay-t.mjs tests/web/timeline-t.m
 	tests/web/hostile-t.mjs tests/web/pickle-t.mjs tests/web/views-t.mjs \
 	tests/web/html-t.mjs tests/web/view-t.mjs \
 	tests/web/replay-cases-t.mjs tests/web/reader-cross-t.mjs tests/web/compare-t.mjs \
-	tests/web/streams-t.mjs
+	tests/web/streams-t.mjs tests/web/controls-t.mjs
 TESTS += $(WEB_TESTS)
 TEST_EXTENSIONS = .mjs
 MJS_LOG_DRIVER = $(LOG_DRIVER)

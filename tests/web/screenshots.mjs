@@ -37,8 +37,6 @@ await page.mouse.click(at.x, at.y);
 await page.waitForTimeout(200);
 await shot('web-timeline.png', 'view-timeline');
 await page.keyboard.press('Escape');
-await tab('reserved');
-await shot('web-reserved.png', 'view-reserved');
 /* Back to the peak's time (the click above chose 45 ms), then the next event. */
 await page.evaluate(() => { memtraceViewer.state.at = null; });
 await tab('attime');
@@ -51,6 +49,11 @@ const leaf = await page.locator('#flame .flame-node[data-depth="3"]', { hasText:
 await page.mouse.move(leaf.x + 40, leaf.y + 8);
 await page.waitForTimeout(100);
 await shot('web-peak.png', 'peak-table');
+
+/* Reserved vs allocated on the file with counters and an out-of-memory event. */
+await loadFile(page, join(gen, 'devices.memtrace'));
+await tab('reserved');
+await shot('web-reserved.png', 'view-reserved');
 
 await page.setInputFiles('#file-input', [join(gen, 'basic.memtrace'), join(gen, 'streams.memtrace')]);
 await page.waitForFunction(() => document.body.dataset.state === 'ready');

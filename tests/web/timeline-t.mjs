@@ -32,6 +32,15 @@ try {
     const shade = [192, 120, 40].map((v) => Math.round(255 - 0.12 * (255 - v))).concat(255);
     is(gap, shade, 'nothing above the weights between two steps (the shade of "epoch 1" only)');
 
+    /* Waits until the timeline on screen shows the view the next check needs (or
+     * 10 s, and lets the check report what it sees): the page takes input at once
+     * but draws on the next animation frame. want: 'bytes zoomed', 'reset', or
+     * ['t0' or 't1', a value it must have left]. */
+    const settled = (want) => page.waitForFunction((w) => {
+        const v = memtraceViewer.state.view;
+        return memtraceViewer.settled() && (w === 'bytes zoomed' ? v.yMax !== undefined
+            : w === 'reset' ? v.yMax === undefined && v.t0 === 0 : v[w[0]] !== w[1]);
+    }, want, { timeout: 10000 }).catch(() => {});
     const tip = () => page.evaluate(() => {
         const t = document.getElementById('tooltip');
         return t.hidden ? '' : t.innerText;
@@ -68,7 +77,7 @@ try {
     for (let i = 0; i < 3; i++)
         await page.mouse.wheel(0, -1000);
     await page.keyboard.up('Shift');
-    await page.waitForTimeout(100);
+    await settled('bytes zoomed');
     const f2 = await page.evaluate(() => memtraceViewer.frame());
     ok(f2.top - f2.base < 2 * MIB && f2.aggregated < frame.aggregated, 'shift+wheel zooms the bytes axis and the band splits',
         JSON.stringify(f2));
@@ -82,17 +91,16 @@ try {
         text.includes(`0x${(BASE + 96 * MIB + j * 4096).toString(16)}`), 'a block of the band is hovered alone', `j ${j} ${JSON.stringify(f2)}\n${text}`);
     await page.mouse.dblclick(pw2.x, pw2.y);
     await page.keyboard.press('Escape');
+    /* The double click resets the view at once but draws on the next frame; until
+     * then toScreen() maps bytes by the zoomed axis, off the canvas. */
+    await settled('reset');
 
     /* Wheel zooms around the pointer; the hash keeps the view. */
     const v0 = await page.evaluate(() => ({ ...memtraceViewer.state.view }));
     const mid = await at(T0 + 51e6, 10 * MIB);
     await page.mouse.move(mid.x, mid.y);
     await page.mouse.wheel(0, -400);
-    /* A loaded machine may take a while to deliver the wheel: wait for the view to
-     * change (or give up after 10 s and let the check below report it). */
-    await page.waitForFunction((t1) => memtraceViewer.state.view.t1 !== t1, v0.t1, { timeout: 10000 })
-        .catch(() => {});
-    await page.waitForTimeout(100);
+    await settled(['t1', v0.t1]);
     const v1 = await page.evaluate(() => ({ ...memtraceViewer.state.view }));
     const span0 = v0.t1 - v0.t0, span1 = v1.t1 - v1.t0;
     ok(span1 < span0 * 0.7 && Math.abs((v1.t0 + v1.t1) / 2 - 51e6) < span1 / 2, 'wheel zooms in around the pointer',
@@ -108,8 +116,7 @@ try {
     await page.mouse.down();
     await page.mouse.move(mid.x - 100, mid.y, { steps: 5 });
     await page.mouse.up();
-    await page.waitForFunction((t0) => memtraceViewer.state.view.t0 !== t0, v1.t0, { timeout: 10000 })
-        .catch(() => {});
+    await settled(['t0', v1.t0]);
     const v2 = await page.evaluate(() => ({ ...memtraceViewer.state.view }));
     const W = (await page.evaluate(() => memtraceViewer.frame())).W;
     ok(Math.abs(v2.t0 - v1.t0 - (100 / W) * span1) < span1 / 100 && Math.abs(v2.t1 - v2.t0 - span1) < 1,
