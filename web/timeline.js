@@ -144,15 +144,7 @@ function memtraceTimelineFactory() {
 
         /* First op index whose time is >= t. */
         opAt(t) {
-            let lo = 0, hi = this.T.length;
-            while (lo < hi) {
-                const mid = (lo + hi) >>> 1;
-                if (this.T[mid] < t)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            return lo;
+            return this.opFrom(0, t);
         }
 
         /* First op index from lo on whose time is >= t. */

@@ -3,20 +3,6 @@
  * source, reaches the real function once, and its stack names the caller. */
 #include "harness.h"
 
-static char *find_file(const char *prefix)
-{
-    static char path[600];
-    DIR *d = opendir(h_tmpdir);
-    struct dirent *e;
-    path[0] = '\0';
-    while (d != NULL && (e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
-            snprintf(path, sizeof path, "%s/%s", h_tmpdir, e->d_name);
-    if (d != NULL)
-        closedir(d);
-    return path;
-}
-
 static void test_driver(void)
 {
     char out_pat[400];
@@ -33,7 +19,7 @@ static void test_driver(void)
     is_int(29, (long long)nw, "the program reports 29 wrapped calls");
 
     struct h_file f;
-    h_read(&f, find_file("driver-"));
+    h_read(&f, h_find_file("driver-"));
     is_int(0, f.rc, "file reads without error");
     is_int(0, f.truncated, "file is complete");
     is_int((long long)nw, (long long)f.n, "one event per wrapped call, nothing else");
@@ -110,7 +96,7 @@ static void test_stacks(const char *stacks, int want_named)
     char prefix[64];
     snprintf(prefix, sizeof prefix, "stacks%s-", stacks);
     struct h_file f;
-    h_read(&f, find_file(prefix));
+    h_read(&f, h_find_file(prefix));
     int found = 0, depth = -1;
     for (size_t i = 0; i < f.n; i++) {
         if (f.ev[i].action != MEMTRACE_SEGMENT_ALLOC || nw != 1 || f.ev[i].addr != w[0].addr)

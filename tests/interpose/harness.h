@@ -293,6 +293,22 @@ static int h_mismatches(const struct h_file *f, const struct h_want *w, size_t n
     return bad;
 }
 
+/* The path of a file in the temporary directory whose name starts with prefix (the
+ * last one readdir gives), "" if there is none; static storage. */
+static const char *h_find_file(const char *prefix)
+{
+    static char path[600];
+    DIR *d = opendir(h_tmpdir);
+    struct dirent *e;
+    path[0] = '\0';
+    while (d != NULL && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            snprintf(path, sizeof path, "%s/%s", h_tmpdir, e->d_name);
+    if (d != NULL)
+        closedir(d);
+    return path;
+}
+
 /* Number of files in the temporary directory whose name starts with prefix. */
 static int h_count_files(const char *prefix)
 {

@@ -41,14 +41,7 @@ int main(void)
     size_t nw = h_parse_wants(out, w, 64);
     is_int(20, (long long)nw, "the program reports 20 recorded calls");
 
-    char path[600] = "";
-    DIR *d = opendir(h_tmpdir);
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, "ze-", 3) == 0)
-            snprintf(path, sizeof path, "%s/%s", h_tmpdir, e->d_name);
-    if (d != NULL)
-        closedir(d);
+    const char *path = h_find_file("ze-");
     struct h_file f;
     h_read(&f, path);
     is_int(0, f.rc, "file reads without error");

@@ -52,14 +52,7 @@ static int run(const char *route, int layer, char **out, struct h_file *f)
         diag("ze_prog oom (%s) exited %d, stderr: %s", route, st, e);
         free(e);
     }
-    char path[600] = "";
-    DIR *d = opendir(h_tmpdir);
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
-            snprintf(path, sizeof path, "%s/%s", h_tmpdir, e->d_name);
-    if (d != NULL)
-        closedir(d);
+    const char *path = h_find_file(prefix);
     memset(f, 0, sizeof *f);
     if (path[0] == '\0')
         return -1;

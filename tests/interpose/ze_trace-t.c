@@ -47,14 +47,7 @@ static void run(struct run *r, const char *prog, const char *route, int layer)
     if (r->status != 0)
         diag("%s (%s) stderr: %s", prog, route, r->err);
     r->files = h_count_files(prefix);
-    DIR *d = opendir(h_tmpdir);
-    struct dirent *e;
-    char file[600] = "";
-    while (d != NULL && (e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
-            snprintf(file, sizeof file, "%s/%s", h_tmpdir, e->d_name);
-    if (d != NULL)
-        closedir(d);
+    const char *file = h_find_file(prefix);
     if (file[0] != '\0')
         h_read(&r->f, file);
 }
