@@ -534,7 +534,12 @@ int mt_replay_next(struct mt_replay *rp)
         rp->actions[ev->action]++;
     else
         rp->unknown_actions++;
-    memset(&rp->eff, 0, sizeof(rp->eff));
+    /* Not a memset: gone is 80 bytes that only FREE, PENDING, SEG_REMOVE and a
+     * replacement fill and read, and clearing it was 5% of a replay. */
+    rp->eff.kind = MT_EFF_NONE;
+    rp->eff.replaced = 0;
+    rp->eff.temporary = 0;
+    rp->eff.bytes = 0;
     switch (ev->action) {
     case MEMTRACE_ALLOC:
     case MEMTRACE_FREE_REQUESTED:
