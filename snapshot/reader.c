@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1018,7 +1019,13 @@ static int ahead_start(struct memtrace_reader *r)
         goto out;
     }
     r->ahead = a;
-    if (pthread_create(&a->thread, NULL, ahead_main, r) == 0)
+    /* Signals stay with the caller's threads: the source has none to handle. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&a->thread, NULL, ahead_main, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
         return 0;
     r->ahead = NULL;
     pthread_cond_destroy(&a->to_source);
