@@ -277,9 +277,7 @@ static uint64_t cost_limit(const struct memtrace_reader *r, uint64_t read)
 static int over_limit(const struct memtrace_reader *r, struct memtrace_errinfo *err, int *status,
                       uint64_t off, const char *what, uint64_t total, uint64_t limit)
 {
-    char why[96];
-    snprintf(why, sizeof(why), "%s",
-             r->cost_limit ? TABLE_ENV : "64 MiB, or 64 bytes per byte of the file");
+    const char *why = r->cost_limit ? TABLE_ENV : "64 MiB, or 64 bytes per byte of the file";
     return failf(r->path, err, status, MEMTRACE_EFORMAT, off,
                  "chunk at offset %llu: its %s would bring the tables to %llu MiB, over the %llu "
                  "MiB this file may use (%s; set %s=N to allow N MiB)",
