@@ -33,11 +33,15 @@ void mt_addrtab_init(struct mt_addrtab *t, size_t elem)
     t->k1 = k[1] | 1;
 }
 
-/* Keyed: the key enters before and between the two non-linear rounds, so the slot
- * of an address cannot be predicted without it. */
+/* Keyed either way. The strong mix: the key enters before and between the two
+ * non-linear rounds, so the slot of an address cannot be predicted without it. The
+ * fast one costs a multiply where the mix costs five, and the probe bound covers
+ * what it does not promise. */
 static size_t home(const struct mt_addrtab *t, uint64_t key)
 {
-    return (size_t)(mix(mix(key ^ t->k0) * t->k1) & (t->cap - 1));
+    if (t->strong)
+        return (size_t)(mix(mix(key ^ t->k0) * t->k1) & (t->cap - 1));
+    return (size_t)(((key ^ t->k0) * t->k1) >> t->shift);
 }
 
 static struct mt_addrtab_head *slot(const struct mt_addrtab *t, size_t i)
@@ -58,9 +62,9 @@ void *mt_addrtab_find(const struct mt_addrtab *t, uint64_t key)
     }
 }
 
-static int grow(struct mt_addrtab *t)
+/* Moves every entry into cap slots, hashed as strong says. */
+static int rehash(struct mt_addrtab *t, size_t cap, int strong)
 {
-    size_t cap = t->cap ? t->cap * 2 : 1024;
     if (cap > SIZE_MAX / 2 / t->elem)
         return -1;
     unsigned char *old = t->slots;
@@ -71,6 +75,8 @@ static int grow(struct mt_addrtab *t)
         return -1;
     }
     t->cap = cap;
+    t->strong = strong;
+    t->shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
     for (size_t k = 0; k < oldcap; k++) {
         struct mt_addrtab_head *h = (struct mt_addrtab_head *)(void *)(old + k * t->elem);
         if (!h->used)
@@ -84,11 +90,16 @@ static int grow(struct mt_addrtab *t)
     return 0;
 }
 
+static int grow(struct mt_addrtab *t)
+{
+    return rehash(t, t->cap ? t->cap * 2 : 1024, t->strong);
+}
+
 void *mt_addrtab_get(struct mt_addrtab *t, uint64_t key, int *existed)
 {
     if ((t->n + 1) * 2 > t->cap && grow(t) < 0)
         return NULL;
-    size_t s = home(t, key);
+    size_t s = home(t, key), walked = 0;
     struct mt_addrtab_head *h;
     while ((h = slot(t, s))->used) {
         if (h->key == key) {
@@ -97,6 +108,8 @@ void *mt_addrtab_get(struct mt_addrtab *t, uint64_t key, int *existed)
             return h;
         }
         s = (s + 1) & (t->cap - 1);
+        if (++walked == MT_ADDRTAB_PROBES + 1 && !t->strong && rehash(t, t->cap, 1) == 0)
+            return mt_addrtab_get(t, key, existed);
     }
     if (existed)
         *existed = 0;
@@ -111,14 +124,18 @@ void mt_addrtab_remove(struct mt_addrtab *t, void *e)
 {
     size_t mask = t->cap - 1;
     size_t hole = (size_t)((unsigned char *)e - t->slots) / t->elem;
-    size_t s = hole;
+    size_t s = hole, walked = 0;
     slot(t, hole)->used = 0;
     t->n--;
     for (;;) {
         s = (s + 1) & mask;
         struct mt_addrtab_head *h = slot(t, s);
-        if (!h->used)
+        if (!h->used) {
+            if (walked > MT_ADDRTAB_PROBES && !t->strong)
+                rehash(t, t->cap, 1);
             return;
+        }
+        walked++;
         size_t want = home(t, h->key);
         /* Move s into the hole unless its home lies cyclically in (hole, s]. */
         if (((s - want) & mask) >= ((s - hole) & mask)) {

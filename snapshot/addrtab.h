@@ -5,7 +5,11 @@
  * fills the table with dead slots; it grows only with the number of live entries.
  * Keys come from files written by others, so the slot of a key is a keyed hash: with
  * a key drawn per table, nobody can choose addresses that all land in one run of
- * slots. Entries are of one size per table and begin with struct mt_addrtab_head. */
+ * slots. The hash starts as one keyed multiply (the top bits of (addr ^ k0) * k1);
+ * should an insert or a removal ever walk more than MT_ADDRTAB_PROBES slots, the
+ * table switches for good to a strong keyed mix and rehashes, so no set of addresses
+ * can make it quadratic. Entries are of one size per table and begin with struct
+ * mt_addrtab_head. */
 #ifndef MEMTRACE_ADDRTAB_H
 #define MEMTRACE_ADDRTAB_H
 
@@ -25,7 +29,13 @@ struct mt_addrtab {
     size_t n;             /* live entries */
     size_t elem;
     uint64_t k0, k1; /* hash key */
+    unsigned shift;  /* 64 - log2(cap), for the multiply's top bits */
+    int strong;      /* 1 once a long probe switched to the strong mix */
 };
+
+/* A walk longer than this makes the table switch to its strong hash. At half load a
+ * good hash walks about 1.5 slots, and more than 64 about never. */
+#define MT_ADDRTAB_PROBES 64
 
 /* An empty table of entries of elem bytes (>= sizeof(struct mt_addrtab_head)), with a
  * hash key of its own. */

@@ -30,6 +30,16 @@ TESTS += tests/snapshot/reader-t
 tests_snapshot_reader_t_SOURCES = tests/snapshot/reader-t.c tests/snapshot/util.h
 tests_snapshot_reader_t_LDADD = $(SNAPSHOT_LIBS)
 
+check_PROGRAMS += tests/snapshot/reader_ahead-t
+TESTS += tests/snapshot/reader_ahead-t
+tests_snapshot_reader_ahead_t_SOURCES = tests/snapshot/reader_ahead-t.c tests/snapshot/util.h
+tests_snapshot_reader_ahead_t_LDADD = $(SNAPSHOT_LIBS)
+
+check_PROGRAMS += tests/snapshot/addrtab-t
+TESTS += tests/snapshot/addrtab-t
+tests_snapshot_addrtab_t_SOURCES = tests/snapshot/addrtab-t.c
+tests_snapshot_addrtab_t_LDADD = $(SNAPSHOT_LIBS)
+
 check_PROGRAMS += tests/snapshot/suites-t
 TESTS += tests/snapshot/suites-t
 tests_snapshot_suites_t_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'

@@ -1,9 +1,16 @@
 /* reader.c: reading .memtrace files as a stream (docs/FORMAT.md).
  *
- * The reader holds the tables, the latest state and one chunk: events are decoded
- * lazily from the current EVENTS chunk's columns, one per call, so memory never
- * grows with the number of events. Every length and count read from the file is
- * checked against the bytes that are really there before it is used. */
+ * Two stages. The source reads a chunk, checks its CRCs, inflates it and decodes
+ * its events into batches of BATCH events; the reader takes those batches and the
+ * other chunks (tables, state, metadata) in file order, absorbing the other chunks
+ * itself, so what a caller sees of the tables always matches the event it was just
+ * given. By default the source runs ahead on a thread of its own with a queue of
+ * NSLOT batches (MEMTRACE_READER_THREAD=0 runs it inline instead): memory stays a
+ * few batches and one chunk, never the number of events. The source stops at each
+ * non-event chunk until the reader has absorbed it, which is also what lets it read
+ * the tables' cost for the bomb bound before inflating the next one. Every length
+ * and count read from the file is checked against the bytes that are really there
+ * before it is used. */
 #include "config.h"
 
 #include "memtrace_snapshot.h"
@@ -14,6 +21,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +41,12 @@
 #define TABLE_FLOOR (64ull << 20)
 #define TABLE_RATIO 64u
 #define TABLE_ENV   "MEMTRACE_TABLE_LIMIT_MB"
+#define THREAD_ENV  "MEMTRACE_READER_THREAD"
+
+/* Events per batch, and batches in the queue: about 1.3 MB in all, and few enough
+ * hand-overs (one per 4096 events) that they cost nothing measurable. */
+#define BATCH 4096
+#define NSLOT 4
 
 struct rframe {
     struct memtrace_frame pub;
@@ -51,8 +66,65 @@ struct column {
 
 enum { RUNNING, AT_END, FAILED };
 
-struct memtrace_reader {
+/* How reading went, as far as one stage knows. */
+struct outcome {
+    int status;
+    int truncated;
+    struct memtrace_errinfo err;
+};
+
+/* The producing stage: the file, the inflater, the chunk buffers and the state of
+ * the EVENTS chunk being decoded. */
+struct source {
     int fd;
+    uint64_t offset;    /* of the next chunk */
+    uint64_t file_size; /* as last seen */
+    uint64_t chunk_off; /* of the chunk in raw */
+    z_stream zs;
+    int zs_bits; /* window bits zs was last reset to */
+    uint8_t *stored;
+    size_t stored_cap;
+    uint8_t *raw;
+    size_t raw_cap;
+    int type;   /* of the chunk in raw */
+    size_t len; /* its payload bytes */
+    size_t ev_left, ev_index;
+    uint32_t key;
+    struct memtrace_event *predict; /* MT_PREDICT_SIZE entries */
+    struct column cols[MT_COL_COUNT];
+    struct memtrace_event prev;
+    struct outcome out;
+};
+
+/* What the source hands the reader. */
+enum { ITEM_EVENTS, ITEM_CHUNK, ITEM_END };
+
+struct item {
+    int kind;
+    int type;           /* ITEM_CHUNK: the chunk's kind */
+    size_t n;           /* ITEM_EVENTS: events in ev; ITEM_CHUNK: payload bytes */
+    const uint8_t *raw; /* ITEM_CHUNK: the payload, in the source's buffer */
+    uint64_t chunk_off; /* ITEM_CHUNK */
+    uint64_t offset;    /* bytes of the file consumed once this item is taken */
+    uint64_t file_size;
+    struct outcome out;        /* ITEM_END */
+    struct memtrace_event *ev; /* BATCH entries */
+};
+
+/* The read-ahead thread and its queue: slot[head] .. slot[head + count - 1] are
+ * filled, the first of them held by the reader while it hands out its events. */
+struct ahead {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t to_reader, to_source;
+    struct item slot[NSLOT];
+    unsigned head, count;
+    int holding;    /* the reader holds slot[head] */
+    int chunk_open; /* the reader has not yet absorbed the chunk last handed over */
+    int stop;
+};
+
+struct memtrace_reader {
     char *path;
     uint64_t file_size;
     uint64_t offset;
@@ -60,13 +132,16 @@ struct memtrace_reader {
     int status;
     int truncated;
     struct memtrace_errinfo err;
-    z_stream zs;
 
-    uint8_t *stored;
-    size_t stored_cap;
-    uint8_t *raw;
-    size_t raw_cap;
-    uint64_t chunk_off;
+    struct source src;   /* the source's own, once it runs on its thread */
+    struct ahead *ahead; /* NULL: the source runs inline, into one */
+    struct item one;
+
+    const struct memtrace_event *ev; /* the batch being handed out */
+    size_t ev_n, ev_cur;
+
+    const uint8_t *raw; /* the payload being absorbed */
+    uint64_t chunk_off; /* and its chunk's offset */
 
     char **str;
     uint32_t nstr;
@@ -90,30 +165,58 @@ struct memtrace_reader {
     struct memtrace_block *blocks;
     uint64_t state_time;
 
+    /* Written by the reader while it absorbs a chunk, read by the source only while
+     * no chunk is being absorbed (it waits for each one). */
     uint64_t cost;       /* bytes held by the tables and the state */
     uint64_t state_cost; /* the state's part of it */
     uint64_t cost_limit; /* from MEMTRACE_TABLE_LIMIT_MB; 0: by the file's size */
-
-    size_t ev_left, ev_index;
-    uint32_t key;
-    struct memtrace_event *predict; /* MT_PREDICT_SIZE entries */
-    struct column cols[MT_COL_COUNT];
-    struct memtrace_event prev;
 };
+
+static int vfail(const char *path, struct memtrace_errinfo *err, int *status, int code,
+                 uint64_t off, const char *fmt, va_list ap)
+{
+    char msg[200];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    err->code = code;
+    err->offset = off;
+    snprintf(err->text, sizeof(err->text), "%s: %s", path, msg);
+    *status = FAILED;
+    return code;
+}
+
+static int failf(const char *path, struct memtrace_errinfo *err, int *status, int code,
+                 uint64_t off, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int failf(const char *path, struct memtrace_errinfo *err, int *status, int code,
+                 uint64_t off, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(path, err, status, code, off, fmt, ap);
+    va_end(ap);
+    return code;
+}
 
 static int fail(struct memtrace_reader *r, int code, uint64_t off, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(struct memtrace_reader *r, int code, uint64_t off, const char *fmt, ...)
 {
-    char msg[200];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vfail(r->path, &r->err, &r->status, code, off, fmt, ap);
     va_end(ap);
-    r->err.code = code;
-    r->err.offset = off;
-    snprintf(r->err.text, sizeof(r->err.text), "%s: %s", r->path, msg);
-    r->status = FAILED;
+    return code;
+}
+
+/* The source's failures wait in its outcome until the reader reaches them. */
+static int src_fail(const struct memtrace_reader *r, struct source *s, int code, uint64_t off,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int src_fail(const struct memtrace_reader *r, struct source *s, int code, uint64_t off,
+                    const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(r->path, &s->out.err, &s->out.status, code, off, fmt, ap);
+    va_end(ap);
     return code;
 }
 
@@ -121,6 +224,13 @@ static int bad_payload(struct memtrace_reader *r, const char *kind, const char *
 {
     return fail(r, MEMTRACE_EFORMAT, r->chunk_off, "chunk at offset %llu: malformed %s (%s)",
                 (unsigned long long)r->chunk_off, kind, why);
+}
+
+static int src_bad_payload(const struct memtrace_reader *r, struct source *s, const char *kind,
+                           const char *why)
+{
+    return src_fail(r, s, MEMTRACE_EFORMAT, s->chunk_off, "chunk at offset %llu: malformed %s (%s)",
+                    (unsigned long long)s->chunk_off, kind, why);
 }
 
 static int grow(void **buf, size_t *cap, size_t need, size_t elem)
@@ -164,16 +274,15 @@ static uint64_t cost_limit(const struct memtrace_reader *r, uint64_t read)
     return read > TABLE_FLOOR / TABLE_RATIO ? read * TABLE_RATIO : TABLE_FLOOR;
 }
 
-static int over_limit(struct memtrace_reader *r, uint64_t off, const char *what, uint64_t total,
-                      uint64_t limit)
+static int over_limit(const struct memtrace_reader *r, struct memtrace_errinfo *err, int *status,
+                      uint64_t off, const char *what, uint64_t total, uint64_t limit)
 {
-    return fail(
-        r, MEMTRACE_EFORMAT, off,
-        "chunk at offset %llu: its %s would bring the tables to %llu MiB, over the %llu MiB "
-        "this file may use (%s; set %s=N to allow N MiB)",
-        (unsigned long long)off, what, (unsigned long long)(total >> 20),
-        (unsigned long long)(limit >> 20),
-        r->cost_limit ? TABLE_ENV : "64 MiB, or 64 bytes per byte of the file", TABLE_ENV);
+    const char *why = r->cost_limit ? TABLE_ENV : "64 MiB, or 64 bytes per byte of the file";
+    return failf(r->path, err, status, MEMTRACE_EFORMAT, off,
+                 "chunk at offset %llu: its %s would bring the tables to %llu MiB, over the %llu "
+                 "MiB this file may use (%s; set %s=N to allow N MiB)",
+                 (unsigned long long)off, what, (unsigned long long)(total >> 20),
+                 (unsigned long long)(limit >> 20), why, TABLE_ENV);
 }
 
 /* Counts bytes the current chunk's tables are about to take, or fails. */
@@ -181,7 +290,7 @@ static int charge(struct memtrace_reader *r, const char *what, uint64_t bytes)
 {
     uint64_t limit = cost_limit(r, r->offset);
     if (bytes > limit || r->cost > limit - bytes)
-        return over_limit(r, r->chunk_off, what, r->cost + bytes, limit);
+        return over_limit(r, &r->err, &r->status, r->chunk_off, what, r->cost + bytes, limit);
     r->cost += bytes;
     return 0;
 }
@@ -204,28 +313,59 @@ static ssize_t read_full(int fd, void *buf, size_t len)
     return (ssize_t)got;
 }
 
-static uint64_t current_size(struct memtrace_reader *r)
+static uint64_t current_size(struct source *s)
 {
     struct stat st;
-    if (fstat(r->fd, &st) == 0)
-        r->file_size = (uint64_t)st.st_size;
-    return r->file_size;
+    if (fstat(s->fd, &st) == 0)
+        s->file_size = (uint64_t)st.st_size;
+    return s->file_size;
 }
 
-/* Reads the next chunk into r->raw. 1: a chunk; 0: end of data (r->truncated set
- * when it ended inside a chunk); < 0: error (r->err set). */
-static int read_chunk(struct memtrace_reader *r, int *type, size_t *raw_len)
+/* Inflates the zlib stream of stored_len bytes in s->stored into len bytes of s->raw.
+ * The chunk's CRC-32 already covers every stored byte, so the stream is inflated raw
+ * (past its 2-byte header) and zlib does not compute the Adler-32 of the payload a
+ * second time; the header must still be a valid zlib header and the 4-byte trailer
+ * must be there, so what is accepted is still one complete zlib stream. */
+static int inflate_chunk(struct source *s, uint32_t stored_len, uint32_t len)
 {
-    uint64_t off = r->offset;
+    if (stored_len < 2 + 4)
+        return -1;
+    unsigned cmf = s->stored[0], flg = s->stored[1];
+    if ((cmf & 0x0f) != Z_DEFLATED || (cmf >> 4) > 7 || ((cmf << 8) | flg) % 31 != 0 ||
+        (flg & 0x20) != 0)
+        return -1;
+    int bits = (int)(cmf >> 4) + 8;
+    if (bits != s->zs_bits) {
+        if (inflateReset2(&s->zs, -bits) != Z_OK)
+            return -1;
+        s->zs_bits = bits;
+    } else if (inflateReset(&s->zs) != Z_OK) {
+        return -1;
+    }
+    s->zs.next_in = s->stored + 2;
+    s->zs.avail_in = stored_len - 2;
+    s->zs.next_out = s->raw;
+    s->zs.avail_out = len + 1;
+    int zr = inflate(&s->zs, Z_FINISH);
+    if (zr != Z_STREAM_END || s->zs.total_out != len || s->zs.avail_in != 4)
+        return -1;
+    return 0;
+}
+
+/* Reads the next chunk into s->raw. 1: a chunk; 0: end of data (s->out.truncated set
+ * when it ended inside a chunk); < 0: error (s->out set). */
+static int read_chunk(const struct memtrace_reader *r, struct source *s)
+{
+    uint64_t off = s->offset;
     uint8_t h[MT_CHUNK_HEADER_LEN];
-    ssize_t got = read_full(r->fd, h, sizeof(h));
+    ssize_t got = read_full(s->fd, h, sizeof(h));
     if (got < 0)
-        return fail(r, MEMTRACE_EIO, off, "read error at offset %llu: %s", (unsigned long long)off,
-                    strerror(errno));
+        return src_fail(r, s, MEMTRACE_EIO, off, "read error at offset %llu: %s",
+                        (unsigned long long)off, strerror(errno));
     if (got == 0)
         return 0;
     if ((size_t)got < sizeof(h)) {
-        r->truncated = 1;
+        s->out.truncated = 1;
         return 0;
     }
     uint32_t stored_len = mt_get_u32(h + 4);
@@ -233,38 +373,39 @@ static int read_chunk(struct memtrace_reader *r, int *type, size_t *raw_len)
     if (mt_get_u32(h + 16) != (uint32_t)crc32(0, h, 16)) {
         /* A damaged header whose length still lands on the end of the file is a
          * damaged last chunk; anywhere else the rest cannot be trusted. */
-        if (off + MT_CHUNK_HEADER_LEN + stored_len == current_size(r)) {
-            r->truncated = 1;
+        if (off + MT_CHUNK_HEADER_LEN + stored_len == current_size(s)) {
+            s->out.truncated = 1;
             return 0;
         }
-        return fail(r, MEMTRACE_EFORMAT, off, "corrupt chunk header at offset %llu",
-                    (unsigned long long)off);
+        return src_fail(r, s, MEMTRACE_EFORMAT, off, "corrupt chunk header at offset %llu",
+                        (unsigned long long)off);
     }
     if (stored_len > MT_CHUNK_MAX || len > MT_CHUNK_MAX)
-        return fail(r, MEMTRACE_EFORMAT, off,
-                    "chunk at offset %llu: impossible length (%u stored, %u raw)",
-                    (unsigned long long)off, stored_len, len);
-    if (grow((void **)&r->stored, &r->stored_cap, stored_len + 1, 1) < 0 ||
-        grow((void **)&r->raw, &r->raw_cap, (size_t)len + 1, 1) < 0)
-        return fail(r, MEMTRACE_ENOMEM, off, "out of memory");
-    got = read_full(r->fd, r->stored, stored_len);
+        return src_fail(r, s, MEMTRACE_EFORMAT, off,
+                        "chunk at offset %llu: impossible length (%u stored, %u raw)",
+                        (unsigned long long)off, stored_len, len);
+    if (grow((void **)&s->stored, &s->stored_cap, stored_len + 1, 1) < 0 ||
+        grow((void **)&s->raw, &s->raw_cap, (size_t)len + 1, 1) < 0)
+        return src_fail(r, s, MEMTRACE_ENOMEM, off, "out of memory");
+    got = read_full(s->fd, s->stored, stored_len);
     if (got < 0)
-        return fail(r, MEMTRACE_EIO, off, "read error at offset %llu: %s", (unsigned long long)off,
-                    strerror(errno));
+        return src_fail(r, s, MEMTRACE_EIO, off, "read error at offset %llu: %s",
+                        (unsigned long long)off, strerror(errno));
     if ((size_t)got < stored_len) {
-        r->truncated = 1;
+        s->out.truncated = 1;
         return 0;
     }
     uint64_t end = off + MT_CHUNK_HEADER_LEN + stored_len;
-    if (mt_get_u32(h + 12) != (uint32_t)crc32(0, r->stored, stored_len)) {
-        if (end >= current_size(r)) {
-            r->truncated = 1;
+    if (mt_get_u32(h + 12) != (uint32_t)crc32(0, s->stored, stored_len)) {
+        if (end >= current_size(s)) {
+            s->out.truncated = 1;
             return 0;
         }
-        return fail(r, MEMTRACE_EFORMAT, off, "chunk at offset %llu: checksum mismatch",
-                    (unsigned long long)off);
+        return src_fail(r, s, MEMTRACE_EFORMAT, off, "chunk at offset %llu: checksum mismatch",
+                        (unsigned long long)off);
     }
-    /* A table holds at least its raw bytes: refuse a bomb before inflating it. */
+    /* A table holds at least its raw bytes: refuse a bomb before inflating it. No
+     * chunk is being absorbed now (see struct memtrace_reader), so the costs hold. */
     static const char *const kinds[] = {[MT_CHUNK_STRINGS] = "strings",
                                         [MT_CHUNK_FRAMES] = "frames",
                                         [MT_CHUNK_STACKS] = "stacks",
@@ -273,23 +414,16 @@ static int read_chunk(struct memtrace_reader *r, int *type, size_t *raw_len)
         uint64_t limit = cost_limit(r, end);
         uint64_t kept = h[0] == MT_CHUNK_STATE ? r->cost - r->state_cost : r->cost;
         if (len > limit || kept > limit - len)
-            return over_limit(r, off, kinds[h[0]], kept + len, limit);
+            return over_limit(r, &s->out.err, &s->out.status, off, kinds[h[0]], kept + len, limit);
     }
-    if (inflateReset(&r->zs) != Z_OK)
-        return fail(r, MEMTRACE_ENOMEM, off, "out of memory");
-    r->zs.next_in = r->stored;
-    r->zs.avail_in = stored_len;
-    r->zs.next_out = r->raw;
-    r->zs.avail_out = len + 1;
-    int zr = inflate(&r->zs, Z_FINISH);
-    if (zr != Z_STREAM_END || r->zs.total_out != len || r->zs.avail_in != 0)
-        return fail(r, MEMTRACE_EFORMAT, off, "chunk at offset %llu: bad compressed data",
-                    (unsigned long long)off);
-    r->raw[len] = 0;
-    r->offset = end;
-    r->chunk_off = off;
-    *type = h[0];
-    *raw_len = len;
+    if (inflate_chunk(s, stored_len, len) < 0)
+        return src_fail(r, s, MEMTRACE_EFORMAT, off, "chunk at offset %llu: bad compressed data",
+                        (unsigned long long)off);
+    s->raw[len] = 0;
+    s->offset = end;
+    s->chunk_off = off;
+    s->type = h[0];
+    s->len = len;
     return 1;
 }
 
@@ -549,11 +683,29 @@ out:
     return rc;
 }
 
-/* Checks that a varint column holds exactly n well-formed varints. */
+/* Checks that a varint column holds exactly n well-formed varints, each at most 10
+ * bytes, the last byte ending one. Eight bytes at a time: t has the top bit of each
+ * byte that ends a varint. A run of 10 continuation bytes cannot lie inside one
+ * word, so only the run carried across word boundaries needs counting. */
 static int count_varints(const uint8_t *p, const uint8_t *end, uint64_t n)
 {
     uint64_t count = 0;
-    int run = 0;
+    unsigned run = 0;
+    for (; end - p >= 8; p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t t = ~w & 0x8080808080808080ull;
+        if (t == 0) {
+            run += 8;
+            if (run > 9)
+                return -1;
+            continue;
+        }
+        if (run + (unsigned)(__builtin_ctzll(t) >> 3) > 9)
+            return -1;
+        count += ((t >> 7) * 0x0101010101010101ull) >> 56; /* one bit per byte: sum them */
+        run = (unsigned)__builtin_clzll(t) >> 3;
+    }
     for (; p < end; p++) {
         if (*p & 0x80) {
             if (++run > 9)
@@ -566,127 +718,441 @@ static int count_varints(const uint8_t *p, const uint8_t *end, uint64_t n)
     return count == n && run == 0 ? 0 : -1;
 }
 
-static int absorb_events(struct memtrace_reader *r, size_t len)
+/* Set bits among the first n bits of bits[]. */
+static uint64_t count_hits(const uint8_t *bits, uint64_t n)
 {
-    const uint8_t *p = r->raw, *end = r->raw + len;
+    uint64_t hits = 0, i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w;
+        memcpy(&w, bits + i / 8, 8);
+        w -= (w >> 1) & 0x5555555555555555ull;
+        w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+        w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0full;
+        hits += (w * 0x0101010101010101ull) >> 56;
+    }
+    for (; i < n; i++)
+        hits += (bits[i >> 3] >> (i & 7)) & 1;
+    return hits;
+}
+
+static int absorb_events(const struct memtrace_reader *r, struct source *s)
+{
+    const uint8_t *p = s->raw, *end = s->raw + s->len;
     uint64_t n;
     if (mt_get_varint(&p, end, &n) < 0 || p >= end)
-        return bad_payload(r, "events", "short header");
+        return src_bad_payload(r, s, "events", "short header");
     if (n > MT_CHUNK_MAX_EVENTS)
-        return bad_payload(r, "events", "too many events");
+        return src_bad_payload(r, s, "events", "too many events");
     unsigned ncols = *p++;
     if (ncols < 3)
-        return bad_payload(r, "events", "too few columns");
-    memset(r->cols, 0, sizeof(r->cols));
+        return src_bad_payload(r, s, "events", "too few columns");
+    memset(s->cols, 0, sizeof(s->cols));
     uint64_t misses = n;
     for (unsigned c = 0; c < ncols; c++) {
         if (p >= end)
-            return bad_payload(r, "events", "short column");
+            return src_bad_payload(r, s, "events", "short column");
         uint8_t mode = *p++;
         struct column col = {0};
         if (mode == MT_COLMODE_CONST) {
             col.konst = 1;
             if (mt_get_varint(&p, end, &col.value) < 0)
-                return bad_payload(r, "events", "short constant");
+                return src_bad_payload(r, s, "events", "short constant");
         } else if (mode == MT_COLMODE_VARINT || mode == MT_COLMODE_BITS) {
             if (end - p < 4)
-                return bad_payload(r, "events", "short column");
+                return src_bad_payload(r, s, "events", "short column");
             uint32_t clen = mt_get_u32(p);
             p += 4;
             if (clen > (size_t)(end - p))
-                return bad_payload(r, "events", "column exceeds payload");
+                return src_bad_payload(r, s, "events", "column exceeds payload");
             col.p = p;
             col.end = p + clen;
             p += clen;
         } else {
-            return bad_payload(r, "events", "unknown column mode");
+            return src_bad_payload(r, s, "events", "unknown column mode");
         }
         if (c == MT_COL_HIT) {
             if (mode == MT_COLMODE_VARINT || (mode == MT_COLMODE_CONST && col.value > 1))
-                return bad_payload(r, "events", "bad hit column");
+                return src_bad_payload(r, s, "events", "bad hit column");
             if (mode == MT_COLMODE_CONST) {
                 misses = col.value ? 0 : n;
             } else {
                 if ((uint64_t)(col.end - col.p) != (n + 7) / 8)
-                    return bad_payload(r, "events", "hit column length");
-                uint64_t hits = 0;
-                for (uint64_t i = 0; i < n; i++)
-                    hits += (col.p[i >> 3] >> (i & 7)) & 1;
-                misses = n - hits;
+                    return src_bad_payload(r, s, "events", "hit column length");
+                misses = n - count_hits(col.p, n);
             }
         } else if (mode == MT_COLMODE_BITS) {
-            return bad_payload(r, "events", "bit column where values are expected");
+            return src_bad_payload(r, s, "events", "bit column where values are expected");
         } else if (mode == MT_COLMODE_VARINT && c < MT_COL_COUNT &&
                    count_varints(col.p, col.end, c == MT_COL_TIME ? n : misses) < 0) {
-            return bad_payload(r, "events", "column does not hold one varint per value");
+            return src_bad_payload(r, s, "events", "column does not hold one varint per value");
         }
         if (c < MT_COL_COUNT)
-            r->cols[c] = col;
+            s->cols[c] = col;
     }
     /* Columns a writer did not send read as constant 0. */
     for (unsigned c = ncols; c < MT_COL_COUNT; c++)
-        r->cols[c].konst = 1;
+        s->cols[c].konst = 1;
     if (p != end)
-        return bad_payload(r, "events", "trailing bytes");
-    if (r->predict == NULL && (r->predict = malloc(MT_PREDICT_SIZE * sizeof(*r->predict))) == NULL)
-        return fail(r, MEMTRACE_ENOMEM, r->chunk_off, "out of memory");
-    memset(r->predict, 0, MT_PREDICT_SIZE * sizeof(*r->predict));
-    memset(&r->prev, 0, sizeof(r->prev));
-    r->key = mt_predict_key(0, 0);
-    r->ev_index = 0;
-    r->ev_left = (size_t)n;
+        return src_bad_payload(r, s, "events", "trailing bytes");
+    if (s->predict == NULL && (s->predict = malloc(MT_PREDICT_SIZE * sizeof(*s->predict))) == NULL)
+        return src_fail(r, s, MEMTRACE_ENOMEM, s->chunk_off, "out of memory");
+    memset(s->predict, 0, MT_PREDICT_SIZE * sizeof(*s->predict));
+    memset(&s->prev, 0, sizeof(s->prev));
+    s->key = mt_predict_key(0, 0);
+    s->ev_index = 0;
+    s->ev_left = (size_t)n;
     return 0;
 }
 
-/* Reads chunks until events are available, the file ends, or an error. */
+/* The next value of a column. Unchecked: absorb_events has counted one well-formed
+ * varint per value the decoder takes, the last one ending the column. */
+static inline uint64_t col_next(struct column *c)
+{
+    if (c->konst)
+        return c->value;
+    const uint8_t *p = c->p;
+    uint64_t v = *p++;
+    if (v >= 0x80) {
+        v &= 0x7f;
+        unsigned shift = 7;
+        uint64_t b;
+        do {
+            b = *p++;
+            v |= (b & 0x7f) << shift;
+            shift += 7;
+        } while (b >= 0x80);
+    }
+    c->p = p;
+    return v;
+}
+
+/* Decodes up to max events of the current EVENTS chunk into out; returns how many.
+ * The fields a miss needs from the previous event stay in locals, and each field is
+ * stored once into the table and once into out: a struct built on the stack and
+ * copied whole costs a stalled store forward per 16 bytes. */
+static size_t decode(struct source *s, struct memtrace_event *out, size_t max)
+{
+    size_t m = s->ev_left < max ? s->ev_left : max;
+    struct column *c = s->cols;
+    const uint8_t *hits = c[MT_COL_HIT].konst ? NULL : c[MT_COL_HIT].p;
+    int all_hit = c[MT_COL_HIT].konst && c[MT_COL_HIT].value;
+    struct column *tc = &c[MT_COL_TIME];
+    struct memtrace_event *table = s->predict;
+    uint64_t time = s->prev.time_ns, addr = s->prev.addr, stream = s->prev.stream;
+    uint32_t tid = s->prev.tid;
+    int32_t device = s->prev.device, pool = s->prev.pool;
+    uint32_t key = s->key;
+    size_t i = s->ev_index;
+    for (size_t k = 0; k < m; k++, i++) {
+        struct memtrace_event *slot = &table[key], *o = &out[k];
+        int hit = hits ? (hits[i >> 3] >> (i & 7)) & 1 : all_hit;
+        uint8_t action;
+        if (hit) {
+            *o = *slot;
+            action = slot->action;
+            addr = slot->addr;
+            stream = slot->stream;
+            tid = slot->tid;
+            device = slot->device;
+            pool = slot->pool;
+        } else {
+            action = (uint8_t)col_next(&c[MT_COL_ACTION]);
+            if (c[MT_COL_TID].konst)
+                tid = (uint32_t)c[MT_COL_TID].value;
+            else
+                tid += (uint32_t)mt_unzigzag(col_next(&c[MT_COL_TID]));
+            if (c[MT_COL_ADDR].konst)
+                addr = c[MT_COL_ADDR].value;
+            else
+                addr += (uint64_t)mt_unzigzag(col_next(&c[MT_COL_ADDR]));
+            uint64_t size = col_next(&c[MT_COL_SIZE]);
+            uint64_t requested;
+            if (c[MT_COL_REQUESTED].konst)
+                requested = c[MT_COL_REQUESTED].value;
+            else
+                requested = size + (uint64_t)mt_unzigzag(col_next(&c[MT_COL_REQUESTED]));
+            if (c[MT_COL_STREAM].konst)
+                stream = c[MT_COL_STREAM].value;
+            else
+                stream += (uint64_t)mt_unzigzag(col_next(&c[MT_COL_STREAM]));
+            uint64_t aux = col_next(&c[MT_COL_AUX]);
+            if (c[MT_COL_DEVICE].konst)
+                device = (int32_t)mt_unzigzag(c[MT_COL_DEVICE].value);
+            else
+                device = (int32_t)((uint32_t)device +
+                                   (uint32_t)mt_unzigzag(col_next(&c[MT_COL_DEVICE])));
+            if (c[MT_COL_POOL].konst)
+                pool = (int32_t)mt_unzigzag(c[MT_COL_POOL].value);
+            else
+                pool = (int32_t)((uint32_t)pool + (uint32_t)mt_unzigzag(col_next(&c[MT_COL_POOL])));
+            uint32_t stack = (uint32_t)col_next(&c[MT_COL_STACK]);
+            uint32_t category = (uint32_t)col_next(&c[MT_COL_CATEGORY]);
+            uint32_t source = (uint32_t)col_next(&c[MT_COL_SOURCE]);
+            o->addr = slot->addr = addr;
+            o->size = slot->size = size;
+            o->requested_size = slot->requested_size = requested;
+            o->stream = slot->stream = stream;
+            o->aux = slot->aux = aux;
+            o->device = slot->device = device;
+            o->pool = slot->pool = pool;
+            o->tid = slot->tid = tid;
+            o->stack = slot->stack = stack;
+            o->category = slot->category = category;
+            o->source = slot->source = source;
+            o->action = slot->action = action;
+        }
+        time += (uint64_t)mt_unzigzag(col_next(tc));
+        o->time_ns = slot->time_ns = time;
+        key = mt_predict_key(addr, action);
+    }
+    s->prev.time_ns = time;
+    s->prev.addr = addr;
+    s->prev.stream = stream;
+    s->prev.tid = tid;
+    s->prev.device = device;
+    s->prev.pool = pool;
+    s->key = key;
+    s->ev_index = i;
+    s->ev_left -= m;
+    return m;
+}
+
+/* Fills it with what comes next: a batch of events, a chunk for the reader to absorb
+ * (the source must wait for that before it reads on), or the end of what the source
+ * can give, with its outcome. */
+static void produce(const struct memtrace_reader *r, struct source *s, struct item *it)
+{
+    while (s->ev_left == 0) {
+        if (s->out.status != RUNNING) {
+            it->kind = ITEM_END;
+            it->out = s->out;
+            it->offset = s->offset;
+            it->file_size = s->file_size;
+            return;
+        }
+        int rc = read_chunk(r, s);
+        if (rc < 0)
+            continue;
+        if (rc == 0) {
+            s->out.truncated = 1;
+            s->out.status = AT_END;
+            continue;
+        }
+        if (s->type == MT_CHUNK_EVENTS) {
+            absorb_events(r, s);
+            continue;
+        }
+        if (s->type < MT_CHUNK_META || s->type > MT_CHUNK_END)
+            continue; /* newer minor versions may add kinds that are safe to skip */
+        /* Nothing is read past the end record. */
+        if (s->type == MT_CHUNK_END)
+            s->out.status = AT_END;
+        it->kind = ITEM_CHUNK;
+        it->type = s->type;
+        it->n = s->len;
+        it->raw = s->raw;
+        it->chunk_off = s->chunk_off;
+        it->offset = s->offset;
+        it->file_size = s->file_size;
+        return;
+    }
+    it->kind = ITEM_EVENTS;
+    it->n = decode(s, it->ev, BATCH);
+    it->offset = s->offset;
+    it->file_size = s->file_size;
+}
+
+/* ---- the read-ahead thread ---------------------------------------------------- */
+
+static void *ahead_main(void *arg)
+{
+    struct memtrace_reader *r = arg;
+    struct ahead *a = r->ahead;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (a->count == NSLOT && !a->stop)
+            pthread_cond_wait(&a->to_source, &a->mu);
+        if (a->stop)
+            break;
+        struct item *it = &a->slot[(a->head + a->count) % NSLOT];
+        pthread_mutex_unlock(&a->mu);
+        produce(r, &r->src, it);
+        pthread_mutex_lock(&a->mu);
+        a->count++;
+        pthread_cond_signal(&a->to_reader);
+        if (it->kind == ITEM_END)
+            break;
+        if (it->kind == ITEM_CHUNK) {
+            /* Its payload lives in the source's buffer, and the next table chunk's
+             * bomb check needs the costs that absorbing this one changes. */
+            a->chunk_open = 1;
+            while (a->chunk_open && !a->stop)
+                pthread_cond_wait(&a->to_source, &a->mu);
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* Starts the read-ahead thread, unless MEMTRACE_READER_THREAD=0. 0, or -1 when it
+ * could not start (the source then runs inline). */
+static int ahead_start(struct memtrace_reader *r)
+{
+    struct ahead *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return -1;
+    int made = 0;
+    for (; made < NSLOT; made++)
+        if ((a->slot[made].ev = calloc(BATCH, sizeof(struct memtrace_event))) == NULL)
+            goto out;
+    if (pthread_mutex_init(&a->mu, NULL) != 0)
+        goto out;
+    if (pthread_cond_init(&a->to_reader, NULL) != 0) {
+        pthread_mutex_destroy(&a->mu);
+        goto out;
+    }
+    if (pthread_cond_init(&a->to_source, NULL) != 0) {
+        pthread_cond_destroy(&a->to_reader);
+        pthread_mutex_destroy(&a->mu);
+        goto out;
+    }
+    r->ahead = a;
+    /* Signals stay with the caller's threads: the source has none to handle. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&a->thread, NULL, ahead_main, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        return 0;
+    r->ahead = NULL;
+    pthread_cond_destroy(&a->to_source);
+    pthread_cond_destroy(&a->to_reader);
+    pthread_mutex_destroy(&a->mu);
+out:
+    while (made > 0)
+        free(a->slot[--made].ev);
+    free(a);
+    return -1;
+}
+
+/* Stops the thread wherever it is (the reader may stop reading at any point). */
+static void ahead_stop(struct memtrace_reader *r)
+{
+    struct ahead *a = r->ahead;
+    if (a == NULL)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_signal(&a->to_source);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->to_source);
+    pthread_cond_destroy(&a->to_reader);
+    pthread_mutex_destroy(&a->mu);
+    for (int k = 0; k < NSLOT; k++)
+        free(a->slot[k].ev);
+    free(a);
+    r->ahead = NULL;
+}
+
+/* The next item, once the reader is done with the one before. */
+static const struct item *take(struct memtrace_reader *r)
+{
+    struct ahead *a = r->ahead;
+    if (a == NULL) {
+        produce(r, &r->src, &r->one);
+        return &r->one;
+    }
+    pthread_mutex_lock(&a->mu);
+    if (a->holding) {
+        a->head = (a->head + 1) % NSLOT;
+        a->count--;
+        a->holding = 0;
+        pthread_cond_signal(&a->to_source);
+    }
+    while (a->count == 0)
+        pthread_cond_wait(&a->to_reader, &a->mu);
+    a->holding = 1;
+    const struct item *it = &a->slot[a->head];
+    pthread_mutex_unlock(&a->mu);
+    return it;
+}
+
+/* The reader has absorbed the chunk it took: the source may read on. */
+static void chunk_done(struct memtrace_reader *r)
+{
+    struct ahead *a = r->ahead;
+    if (a == NULL)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->chunk_open = 0;
+    pthread_cond_signal(&a->to_source);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int absorb(struct memtrace_reader *r, int type, size_t len)
+{
+    switch (type) {
+    case MT_CHUNK_META:
+        return absorb_json(r, len, 0);
+    case MT_CHUNK_STRINGS:
+        return absorb_strings(r, len);
+    case MT_CHUNK_FRAMES:
+        return absorb_frames(r, len);
+    case MT_CHUNK_STACKS:
+        return absorb_stacks(r, len);
+    case MT_CHUNK_STATE:
+        return absorb_state(r, len);
+    case MT_CHUNK_END: {
+        int rc = absorb_json(r, len, 1);
+        if (rc == 0)
+            r->status = AT_END;
+        return rc;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Takes items until events are available, the file ends, or an error. */
 static int advance(struct memtrace_reader *r)
 {
-    while (r->ev_left == 0) {
+    while (r->ev_cur == r->ev_n) {
         if (r->status == FAILED)
             return r->err.code;
         if (r->status == AT_END)
             return 0;
-        int type = 0;
-        size_t len = 0;
-        int rc = read_chunk(r, &type, &len);
-        if (rc < 0)
-            return rc;
-        if (rc == 0) {
-            r->truncated = 1;
-            r->status = AT_END;
-            return 0;
+        const struct item *it = take(r);
+        r->offset = it->offset;
+        r->file_size = it->file_size;
+        if (it->kind == ITEM_EVENTS) {
+            r->ev = it->ev;
+            r->ev_n = it->n;
+            r->ev_cur = 0;
+        } else if (it->kind == ITEM_END) {
+            r->status = it->out.status;
+            r->truncated = it->out.truncated;
+            r->err = it->out.err;
+        } else {
+            r->raw = it->raw;
+            r->chunk_off = it->chunk_off;
+            int rc = absorb(r, it->type, it->n);
+            chunk_done(r);
+            if (rc < 0)
+                return rc;
         }
-        switch (type) {
-        case MT_CHUNK_META:
-            rc = absorb_json(r, len, 0);
-            break;
-        case MT_CHUNK_STRINGS:
-            rc = absorb_strings(r, len);
-            break;
-        case MT_CHUNK_FRAMES:
-            rc = absorb_frames(r, len);
-            break;
-        case MT_CHUNK_STACKS:
-            rc = absorb_stacks(r, len);
-            break;
-        case MT_CHUNK_EVENTS:
-            rc = absorb_events(r, len);
-            break;
-        case MT_CHUNK_STATE:
-            rc = absorb_state(r, len);
-            break;
-        case MT_CHUNK_END:
-            rc = absorb_json(r, len, 1);
-            if (rc == 0)
-                r->status = AT_END;
-            break;
-        default:
-            break; /* newer minor versions may add kinds that are safe to skip */
-        }
-        if (rc < 0)
-            return rc;
     }
     return 1;
+}
+
+/* MEMTRACE_READER_THREAD: 1 if unset or "1", 0 for "0", -1 otherwise. */
+static int thread_wanted(void)
+{
+    const char *v = getenv(THREAD_ENV);
+    if (v == NULL || *v == '\0' || strcmp(v, "1") == 0)
+        return 1;
+    return strcmp(v, "0") == 0 ? 0 : -1;
 }
 
 int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
@@ -704,12 +1170,13 @@ int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
         }
         return rc;
     }
-    r->fd = -1;
+    r->src.fd = -1;
     if (path == NULL)
         path = "";
     r->path = strdup(path);
     r->meta = json_object();
-    if (r->path == NULL || r->meta == NULL || inflateInit(&r->zs) != Z_OK) {
+    /* Raw inflate: see inflate_chunk. */
+    if (r->path == NULL || r->meta == NULL || inflateInit2(&r->src.zs, -15) != Z_OK) {
         free(r->path);
         r->path = NULL;
         json_decref(r->meta);
@@ -722,6 +1189,7 @@ int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
         }
         return MEMTRACE_ENOMEM;
     }
+    r->src.zs_bits = 15;
     const char *lim = getenv(TABLE_ENV);
     if (lim != NULL && *lim != '\0') {
         char *e;
@@ -734,13 +1202,19 @@ int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
         }
         r->cost_limit = mb << 20;
     }
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0) {
+    int threaded = thread_wanted();
+    if (threaded < 0) {
+        rc = fail(r, MEMTRACE_EINVAL, 0, "%s=%s is not valid (0 or 1)", THREAD_ENV,
+                  getenv(THREAD_ENV));
+        goto out;
+    }
+    r->src.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->src.fd < 0) {
         rc = fail(r, MEMTRACE_EIO, 0, "cannot open: %s", strerror(errno));
         goto out;
     }
     struct stat st;
-    if (fstat(r->fd, &st) < 0) {
+    if (fstat(r->src.fd, &st) < 0) {
         rc = fail(r, MEMTRACE_EIO, 0, "cannot stat: %s", strerror(errno));
         goto out;
     }
@@ -748,9 +1222,9 @@ int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
         rc = fail(r, MEMTRACE_EIO, 0, "is a directory, not a memtrace file");
         goto out;
     }
-    r->file_size = (uint64_t)st.st_size;
+    r->file_size = r->src.file_size = (uint64_t)st.st_size;
     uint8_t h[MT_HEADER_LEN];
-    ssize_t got = read_full(r->fd, h, sizeof(h));
+    ssize_t got = read_full(r->src.fd, h, sizeof(h));
     if (got < 0) {
         rc = fail(r, MEMTRACE_EIO, 0, "read error: %s", strerror(errno));
         goto out;
@@ -780,7 +1254,14 @@ int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
         rc = fail(r, MEMTRACE_EFORMAT, 8, "unsupported format version %u.%u", r->major, r->minor);
         goto out;
     }
-    r->offset = MT_HEADER_LEN;
+    r->offset = r->src.offset = MT_HEADER_LEN;
+    if (!threaded || ahead_start(r) < 0) {
+        r->one.ev = calloc(BATCH, sizeof(struct memtrace_event));
+        if (r->one.ev == NULL) {
+            rc = fail(r, MEMTRACE_ENOMEM, 0, "out of memory");
+            goto out;
+        }
+    }
     rc = advance(r);
     if (rc < 0)
         goto out;
@@ -793,74 +1274,14 @@ out:
     return rc;
 }
 
-static inline uint64_t col_next(struct column *c)
-{
-    if (c->konst)
-        return c->value;
-    uint64_t v;
-    /* Cannot fail: absorb_events counted one varint per event. */
-    if (mt_get_varint(&c->p, c->end, &v) < 0)
-        return 0;
-    return v;
-}
-
 int memtrace_reader_next(struct memtrace_reader *r, struct memtrace_event *ev)
 {
-    if (r->ev_left == 0) {
+    if (r->ev_cur == r->ev_n) {
         int rc = advance(r);
         if (rc <= 0)
             return rc;
     }
-    struct column *c = r->cols;
-    const struct memtrace_event *q = &r->prev;
-    struct memtrace_event *slot = &r->predict[r->key];
-    size_t i = r->ev_index++;
-    int hit =
-        c[MT_COL_HIT].konst ? (int)c[MT_COL_HIT].value : (c[MT_COL_HIT].p[i >> 3] >> (i & 7)) & 1;
-    struct memtrace_event e;
-    if (hit) {
-        e = *slot;
-    } else {
-        memset(&e, 0, sizeof(e));
-        e.action = (uint8_t)col_next(&c[MT_COL_ACTION]);
-        if (c[MT_COL_TID].konst)
-            e.tid = (uint32_t)c[MT_COL_TID].value;
-        else
-            e.tid = q->tid + (uint32_t)mt_unzigzag(col_next(&c[MT_COL_TID]));
-        if (c[MT_COL_ADDR].konst)
-            e.addr = c[MT_COL_ADDR].value;
-        else
-            e.addr = q->addr + (uint64_t)mt_unzigzag(col_next(&c[MT_COL_ADDR]));
-        e.size = col_next(&c[MT_COL_SIZE]);
-        if (c[MT_COL_REQUESTED].konst)
-            e.requested_size = c[MT_COL_REQUESTED].value;
-        else
-            e.requested_size = e.size + (uint64_t)mt_unzigzag(col_next(&c[MT_COL_REQUESTED]));
-        if (c[MT_COL_STREAM].konst)
-            e.stream = c[MT_COL_STREAM].value;
-        else
-            e.stream = q->stream + (uint64_t)mt_unzigzag(col_next(&c[MT_COL_STREAM]));
-        e.aux = col_next(&c[MT_COL_AUX]);
-        if (c[MT_COL_DEVICE].konst)
-            e.device = (int32_t)mt_unzigzag(c[MT_COL_DEVICE].value);
-        else
-            e.device =
-                (int32_t)((uint32_t)q->device + (uint32_t)mt_unzigzag(col_next(&c[MT_COL_DEVICE])));
-        if (c[MT_COL_POOL].konst)
-            e.pool = (int32_t)mt_unzigzag(c[MT_COL_POOL].value);
-        else
-            e.pool =
-                (int32_t)((uint32_t)q->pool + (uint32_t)mt_unzigzag(col_next(&c[MT_COL_POOL])));
-        e.stack = (uint32_t)col_next(&c[MT_COL_STACK]);
-        e.category = (uint32_t)col_next(&c[MT_COL_CATEGORY]);
-        e.source = (uint32_t)col_next(&c[MT_COL_SOURCE]);
-    }
-    e.time_ns = q->time_ns + (uint64_t)mt_unzigzag(col_next(&c[MT_COL_TIME]));
-    *slot = e;
-    r->prev = e;
-    r->key = mt_predict_key(e.addr, e.action);
-    r->ev_left--;
-    *ev = e;
+    *ev = r->ev[r->ev_cur++];
     return 1;
 }
 
@@ -962,12 +1383,15 @@ void memtrace_reader_close(struct memtrace_reader *r)
 {
     if (r == NULL)
         return;
-    if (r->fd >= 0)
-        close(r->fd);
-    inflateEnd(&r->zs);
+    ahead_stop(r);
+    if (r->src.fd >= 0)
+        close(r->src.fd);
+    inflateEnd(&r->src.zs);
+    free(r->src.stored);
+    free(r->src.raw);
+    free(r->src.predict);
+    free(r->one.ev);
     free(r->path);
-    free(r->stored);
-    free(r->raw);
     free(r->str);
     while (r->kept) {
         struct kept *k = r->kept;
@@ -985,6 +1409,5 @@ void memtrace_reader_close(struct memtrace_reader *r)
     free(r->end_text);
     free(r->segs);
     free(r->blocks);
-    free(r->predict);
     free(r);
 }

@@ -115,10 +115,12 @@ enum mt_effect_kind {
 
 struct mt_effect {
     int kind;
-    int replaced;        /* ALLOC, SEG_ADD: a live entry at the address was replaced */
-    int temporary;       /* FREE: the block was the last one allocated */
-    uint64_t bytes;      /* bytes that entered or left the level */
-    struct mt_live gone; /* FREE, SEG_REMOVE (the first piece), or the replaced entry */
+    int replaced;   /* ALLOC, SEG_ADD: a live entry at the address was replaced */
+    int temporary;  /* FREE: the block was the last one allocated */
+    uint64_t bytes; /* bytes that entered or left the level */
+    /* FREE, PENDING, SEG_REMOVE (the first piece), or the replaced entry; left as it
+     * was by the other kinds, so read it only for those. */
+    struct mt_live gone;
 };
 
 struct mt_replay {

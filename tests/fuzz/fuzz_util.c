@@ -104,6 +104,9 @@ static void check_level(const struct mt_level *l)
 
 int fuzz_walk(const char *path, const struct mt_filter *f)
 {
+    /* One thread: a run the fuzzer can repeat, and coverage it can attribute
+     * (tests/snapshot/reader_ahead-t holds the threaded reader to the inline one). */
+    setenv("MEMTRACE_READER_THREAD", "0", 0);
     struct memtrace_reader *r;
     struct memtrace_errinfo err;
     memset(&err, 0, sizeof(err));
