@@ -132,10 +132,16 @@ static void crash_loss(void)
          "the machine was short of CPU for up to %lld ms in a run",
          worst, RUNS, worst_stall);
     is_int(0, unreadable, "%d kills: every file reads, up to where it was cut", RUNS);
-    is_int(0, late,
-           "%d kills: every file holds events up to %d ms + %d ms before the kill, plus the time "
-           "the machine was short of CPU",
-           RUNS, FLUSH_MS, MARGIN_MS);
+    /* valgrind runs one thread at a time, each 20 to 50 times slower: the bound is wall
+     * time, which it cannot keep (14 of 30 runs late there). */
+    const char *vg = getenv("MEMTRACE_VALGRIND");
+    if (vg != NULL && *vg != '\0')
+        skip(1, "under valgrind the writer thread cannot keep a wall-time bound");
+    else
+        is_int(0, late,
+               "%d kills: every file holds events up to %d ms + %d ms before the kill, plus the "
+               "time the machine was short of CPU",
+               RUNS, FLUSH_MS, MARGIN_MS);
     unsetenv("MEMTRACE_OUTPUT");
     unsetenv("MEMTRACE_FLUSH_MS");
 }
