@@ -858,10 +858,21 @@ static int parse(struct imp *im, void **map, size_t *maplen, json_t **json, stru
             return ifail(im, MEMTRACE_ENOMEM, "out of memory");
     } else if (len > 0 && buf[0] == 0x80) {
         struct mt_pickle_error perr;
-        struct mt_pickle_opts o = {
-            .key = "device_traces", .item = stream_entry, .ctx = im, .drop_behind = 1};
+        struct mt_pickle_opts o = {.key = "device_traces",
+                                   .item = stream_entry,
+                                   .ctx = im,
+                                   .drop_behind = 1,
+                                   .one_pass = 1};
         im->st->pickle = 1;
         rc = mt_pickle_read(buf, len, &o, root, &perr);
+        if (rc == MT_PICKLE_AGAIN) {
+            /* not as a snapshot's pickle usually is, or refused: with the scan */
+            reset(im);
+            memset(im->err, 0, sizeof(*im->err));
+            im->st->skipped = 0;
+            o.one_pass = 0;
+            rc = mt_pickle_read(buf, len, &o, root, &perr);
+        }
         if (rc == MT_PICKLE_AGAIN) {
             /* shaped otherwise than streaming foresaw, or an entry is bad: read whole */
             reset(im);

@@ -75,7 +75,7 @@ struct mt_pbox {
     size_t streamed; /* items handed to the stream callback */
     int32_t index;   /* the reader's own bookkeeping from here */
     uint32_t adopted;
-    uint8_t kind, frozen, role, height, shared;
+    uint8_t kind, frozen, role, height, shared, item, run;
 };
 
 /* How a read streams; all fields may be 0. */
@@ -87,6 +87,13 @@ struct mt_pickle_opts {
     void *ctx;
     int drop_behind; /* buf is a page-aligned read-only file mapping: pages read are
                         given back as the reader goes (madvise), to keep RSS small */
+    /* Streaming only: read in one pass, without the scan. The memo then keeps every
+     * value put but the streamed items and the lists put while one is on the stack
+     * (PyTorch's entries and their frames lists), and the read gives up, returning
+     * MT_PICKLE_AGAIN, at anything else: a fetch of a value not kept, too many kept,
+     * an opcode not ours, any error. Read again without it for the scan, which
+     * refuses what it must before anything is built, and for the error's text. */
+    int one_pass;
 };
 
 /* Returned by mt_pickle_read when the streaming read cannot stand: the input does not
