@@ -1052,33 +1052,6 @@ static void runs_clear(struct runs *r)
     r->items = 0;
 }
 
-/* Two lanes, so that each multiply waits on half as many before it. */
-static uint64_t hash_bytes(const unsigned char *p, size_t n)
-{
-    uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0xc2b2ae3d27d4eb4full;
-    size_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-        uint64_t x, y;
-        memcpy(&x, p + k, 8);
-        memcpy(&y, p + k + 8, 8);
-        a = (a ^ x) * 0xff51afd7ed558ccdull;
-        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
-        a ^= a >> 29;
-        b ^= b >> 31;
-    }
-    if (k < n) {
-        uint64_t x = 0, y = 0;
-        size_t t = n - k;
-        memcpy(&x, p + k, t < 8 ? t : 8);
-        if (t > 8)
-            memcpy(&y, p + k + 8, t - 8);
-        a = (a ^ x) * 0xff51afd7ed558ccdull;
-        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
-    }
-    a ^= b * 0x9e3779b97f4a7c15ull;
-    return a ^ (a >> 32);
-}
-
 static int unshare(struct vm *v, struct mt_pv *a)
 {
     struct mt_pbox *s = a->u.c, *b = new_box(MT_PV_LIST);
@@ -1115,7 +1088,7 @@ static int put_lost(struct vm *v, uint64_t id)
  * buf[*run .. *end) (APPENDS at *end) and the memo put (*memoize: MEMOIZE; *id: the
  * id of a BINPUT or LONG_BINPUT, else UINT64_MAX), or 0. */
 static int run_shape(const struct vm *v, size_t pos, size_t *run, size_t *end, int *memoize,
-                     uint64_t *id)
+                     uint64_t *id, uint64_t *hash)
 {
     const unsigned char *b = v->buf;
     size_t i = pos + 1, len = v->len;
@@ -1136,25 +1109,30 @@ static int run_shape(const struct vm *v, size_t pos, size_t *run, size_t *end, i
     if (i >= len || b[i] != OP_MARK)
         return 0;
     size_t r = ++i;
-    for (;;) {
-        if (i + 5 <= len && b[i] == OP_LONG_BINGET)
-            i += 5;
-        else if (i + 2 <= len && b[i] == OP_BINGET)
-            i += 2;
-        else
-            break;
+    /* BINGET and LONG_BINGET told apart without a branch (their mix in a frames list
+     * follows no pattern a predictor learns), the hash of the fetches made on the way;
+     * a run that ends within 5 bytes of the input's end is left to the opcodes */
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    while (i + 5 <= len && (b[i] | 2) == OP_LONG_BINGET) {
+        uint32_t w = (uint32_t)le(b + i + 1, 4);
+        int wide = b[i] == OP_LONG_BINGET;
+        h = (h ^ ((wide ? w : w & 0xff) * 2ull + (unsigned)wide)) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+        i += wide ? 5 : 2;
     }
     if (i >= len || b[i] != OP_APPENDS || i == r || i - r > RUN_MAX ||
         (i + 1 < len && b[i + 1] == OP_MARK))
         return 0;
     *run = r;
     *end = i;
+    *hash = h ^ (i - r);
     return 1;
 }
 
-/* The list of the fetches in buf[run .. end) (a new reference), the same box while
- * the memo does not change; NULL when a fetch finds nothing or out of memory. */
-static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end)
+/* The list of the fetches in buf[run .. end) of hash h (a new reference), the same
+ * box while the memo does not change; NULL when a fetch finds nothing or out of
+ * memory. */
+static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end, uint64_t h)
 {
     const unsigned char *b = v->buf;
     if (!v->runs && (v->runs = calloc(1, sizeof(*v->runs))) == NULL)
@@ -1165,7 +1143,6 @@ static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end)
         r->epoch = v->epoch;
     }
     size_t n = end - run;
-    uint64_t h = hash_bytes(b + run, n);
     size_t slot = (size_t)h & (RUNS_CAP - 1);
     while (r->len[slot] &&
            !(r->hash[slot] == h && r->len[slot] == n && memcmp(r->at[slot], b + run, n) == 0))
@@ -1236,11 +1213,11 @@ static int run_fetch(struct vm *v, uint64_t id)
     struct omemo *m = v->om;
     size_t run, end;
     int memoize;
-    uint64_t put;
+    uint64_t put, h;
     if (id >= m->nrunpos || !m->runpos[id] || m->runpos_epoch != v->epoch ||
-        !run_shape(v, m->runpos[id] - 1, &run, &end, &memoize, &put))
+        !run_shape(v, m->runpos[id] - 1, &run, &end, &memoize, &put, &h))
         return again(v);
-    struct mt_pbox *box = run_box(v, run, end);
+    struct mt_pbox *box = run_box(v, run, end, h);
     if (!box)
         return again(v);
     box->frozen = 1; /* as the list first built was, inside its entry */
@@ -1255,8 +1232,8 @@ static int run_list(struct vm *v, size_t pos, size_t *next)
 {
     size_t run, end;
     int memoize;
-    uint64_t id;
-    if (!run_shape(v, pos, &run, &end, &memoize, &id))
+    uint64_t id, h;
+    if (!run_shape(v, pos, &run, &end, &memoize, &id, &h))
         return 0;
     if (memoize)
         id = v->next_memo;
@@ -1265,7 +1242,7 @@ static int run_list(struct vm *v, size_t pos, size_t *next)
     int32_t index;
     if (role_of(v, MT_PV_LIST, v->n, &index) != ROLE_NONE)
         return 0;
-    struct mt_pbox *box = run_box(v, run, end);
+    struct mt_pbox *box = run_box(v, run, end, h);
     if (!box)
         return 0;
     struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
