@@ -26,6 +26,11 @@ tests_snapshot_writer_t_SOURCES = tests/snapshot/writer-t.c tests/snapshot/train
 	tests/snapshot/util.h
 tests_snapshot_writer_t_LDADD = $(SNAPSHOT_LIBS)
 
+check_PROGRAMS += tests/snapshot/pickle-t
+TESTS += tests/snapshot/pickle-t
+tests_snapshot_pickle_t_SOURCES = tests/snapshot/pickle-t.c tests/snapshot/util.h
+tests_snapshot_pickle_t_LDADD = $(SNAPSHOT_LIBS)
+
 check_PROGRAMS += tests/snapshot/reader-t
 TESTS += tests/snapshot/reader-t
 tests_snapshot_reader_t_SOURCES = tests/snapshot/reader-t.c tests/snapshot/util.h
