@@ -19,6 +19,11 @@
  * streamed list hands each item to the callback when it is appended, so an item is
  * complete and frozen by then. Any guess found wrong gives MT_PICKLE_AGAIN.
  *
+ * A streaming read may also go without the scan (opts->one_pass): the build pass
+ * alone, with a memo that keeps what may be fetched (see struct omemo), checking
+ * each opcode and argument itself and giving up, never refusing, at anything the
+ * scan would have refused or found, so that the caller's read with the scan does it.
+ *
  * Opcodes (the argument follows the opcode byte; n: little-endian length):
  *   0x80 PROTO v     0x95 FRAME u64    ( MARK          . STOP
  *   } EMPTY_DICT     ] EMPTY_LIST      ) EMPTY_TUPLE   d DICT   l LIST   t TUPLE
