@@ -42,17 +42,34 @@ static void ob_flush(struct obuf *o)
     o->len = 0;
 }
 
-static void ob_mem(struct obuf *o, const char *s, size_t n)
+static void ob_mem_slow(struct obuf *o, const char *s, size_t n)
+{
+    ob_flush(o);
+    if (n > OB_SIZE) {
+        fwrite(s, 1, n, o->out);
+        return;
+    }
+    memcpy(o->buf, s, n);
+    o->len = n;
+}
+
+/* Inline, so that the copy of a literal, whose length is known, is a few moves. */
+static inline void ob_mem(struct obuf *o, const char *s, size_t n)
 {
     if (OB_SIZE - o->len < n) {
-        ob_flush(o);
-        if (n > OB_SIZE) {
-            fwrite(s, 1, n, o->out);
-            return;
-        }
+        ob_mem_slow(o, s, n);
+        return;
     }
     memcpy(o->buf + o->len, s, n);
     o->len += n;
+}
+
+/* Room for n more bytes (n at most OB_SIZE). */
+static inline char *ob_room(struct obuf *o, size_t n)
+{
+    if (OB_SIZE - o->len < n)
+        ob_flush(o);
+    return o->buf + o->len;
 }
 
 #define ob_lit(o, lit) ob_mem((o), lit, sizeof(lit) - 1)
@@ -68,10 +85,21 @@ static const char digits2[] = "0001020304050607080910111213141516171819202122232
                               "34353637383940414243444546474849505152535455565758596061626364656667"
                               "6869707172737475767778798081828384858687888990919293949596979899";
 
+static inline unsigned ndigits(uint64_t v)
+{
+    unsigned n = 1;
+    while (v >= 10000) {
+        v /= 10000;
+        n += 4;
+    }
+    return n + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+
+/* Decimal digits, written from the last straight into the buffer. */
 static void ob_u64(struct obuf *o, uint64_t v)
 {
-    char t[20];
-    char *p = t + sizeof(t);
+    unsigned n = ndigits(v);
+    char *d = ob_room(o, 20), *p = d + n;
     while (v >= 100) {
         p -= 2;
         memcpy(p, digits2 + 2 * (v % 100), 2);
@@ -82,7 +110,7 @@ static void ob_u64(struct obuf *o, uint64_t v)
         memcpy(p, digits2 + 2 * v, 2);
     } else
         *--p = (char)('0' + v);
-    ob_mem(o, p, (size_t)(t + sizeof(t) - p));
+    o->len += n;
 }
 
 static void ob_i64(struct obuf *o, int64_t v)
@@ -110,6 +138,15 @@ static void ob_json_str(struct obuf *o, const char *s)
 {
     ob_char(o, '"');
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const unsigned char *q = p;
+        while (*q >= 0x20 && *q != '"' && *q != '\\')
+            q++;
+        if (q > p) { /* a run that needs no escape, in one copy */
+            ob_mem(o, (const char *)p, (size_t)(q - p));
+            p = q;
+            if (!*p)
+                break;
+        }
         switch (*p) {
         case '"':
             ob_lit(o, "\\\"");
