@@ -892,7 +892,7 @@ static int utf8_ok(const unsigned char *s, size_t n)
  * OM_DIRECT (the strings and frame dicts that PyTorch shares come first) are an
  * array, the rest a table. */
 #define OM_DIRECT 65536
-#define OM_MAX    ((size_t)1 << 20) /* ids kept past OM_DIRECT: past it, the read gives up */
+#define OM_MAX    ((size_t)1 << 19) /* ids kept past OM_DIRECT (the table: 24 MB at most) */
 
 struct omemo {
     struct mt_pv direct[OM_DIRECT];
@@ -904,12 +904,15 @@ struct omemo {
     uint64_t runpos_epoch;
 };
 
-/* The slot of id, a new EMPTY one when add, NULL when absent or too many. */
+/* The slot of id, a new EMPTY one when add, NULL when absent, out of memory or at
+ * OM_MAX. */
 static struct mt_pv *om_slot(struct omemo *m, uint64_t id, int add)
 {
     if (id < OM_DIRECT)
         return &m->direct[id];
     if (add && (m->n + 1) * 2 > m->cap) {
+        if (m->n >= OM_MAX)
+            return NULL;
         size_t cap = m->cap ? m->cap * 2 : 1024;
         uint64_t *ids = calloc(cap, sizeof(*ids));
         struct mt_pv *vals = malloc(cap * sizeof(*vals));
@@ -994,8 +997,6 @@ static int memo_set(struct vm *v, uint64_t id)
         m = om_slot(v->om, id, keep);
         if (!m)
             return keep ? again(v) : 0;
-        if (v->om->n > OM_MAX)
-            return again(v);
     } else {
         size_t s = slot_of(v->sc, id);
         if (s == SIZE_MAX)
