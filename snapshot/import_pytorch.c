@@ -15,7 +15,9 @@
  * freed. The records wait for the end of the input because the metadata, written
  * first, needs the first time and the top-level keys that follow the traces; then
  * the lists merge by time as they always did. Frames are interned once per memoized
- * frame dict (its box remembers its id) and stacks once per sequence of frame ids. */
+ * frame dict (its box remembers its id) and stacks once per sequence of frame ids.
+ * Where no merge turns out to be needed (struct spec), the events were also written,
+ * on a second thread and into memory, as they streamed, and those chunks are used. */
 #include "config.h"
 
 #include <errno.h>
