@@ -6,10 +6,11 @@
  * that would import a name or call one (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST,
  * OBJ, NEWOBJ, NEWOBJ_EX, PERSID, BINPERSID, EXT1/2/4) is refused by a scan of the
  * whole input before anything is built, with one error naming the opcode and its
- * offset (a streaming read may skip the scan: opts->one_pass). Tuples read as lists. Integers that fit in int64 read as integers; wider
- * ones (LONG1/LONG4 up to 1024 bytes) keep their bytes (MT_PV_BIG), and read as
- * strings of decimal digits in jansson, exactly, so that a caller can take an address
- * in [2^63, 2^64) as a uint64 and refuse anything wider. Limits, against the input:
+ * offset (a streaming read may skip the scan: opts->one_pass). Tuples read as lists.
+ * Integers that fit in int64 read as integers; wider ones (LONG1/LONG4 up to 1024
+ * bytes) keep their bytes (MT_PV_BIG), and read as strings of decimal digits in
+ * jansson, exactly, so that a caller can take an address in [2^63, 2^64) as a uint64
+ * and refuse anything wider. Limits, against the input:
  * nesting depth MT_PICKLE_MAX_DEPTH, memo ids below the input's size, a container
  * may not be changed once it is inside another (which also rules out cycles).
  *
