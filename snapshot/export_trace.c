@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,34 +24,119 @@
 #include "memtrace.h"
 #include "replay.h"
 
-/* The perfetto output goes through a buffer of its own, with integers formatted by
+/* The perfetto output goes through buffers of its own, with integers formatted by
  * hand: it is gigabytes of small numbers, where printf's parsing of its format and
- * stdio's locking and small copies were most of the time. The buffer is handed to
- * fwrite a megabyte at a time, which stdio passes to write(2) without a copy. */
+ * stdio's locking and small copies were most of the time. Each full megabyte is
+ * handed to a second thread that fwrites it (stdio passes it to write(2) without a
+ * copy), so that the kernel's copy into the page cache, as long as the rest of the
+ * export, overlaps the next megabyte's replay and formatting. Without a thread, the
+ * buffer is written in place. */
 #define OB_SIZE ((size_t)1 << 20)
+#define OB_NBUF 4
 
 struct obuf {
     FILE *out;
-    char *buf;
+    char *buf; /* the one being filled: bufs[fill] */
     size_t len;
+    char *bufs[OB_NBUF];
+    size_t lens[OB_NBUF]; /* bytes to write, 0 when free */
+    unsigned fill, next;  /* next: the one the thread writes next */
+    int threaded, ending;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
 };
+
+static void *ob_writer(void *arg)
+{
+    struct obuf *o = arg;
+    pthread_mutex_lock(&o->lock);
+    for (;;) {
+        while (!o->lens[o->next] && !o->ending)
+            pthread_cond_wait(&o->cond, &o->lock);
+        size_t n = o->lens[o->next];
+        if (!n)
+            break;
+        char *b = o->bufs[o->next];
+        pthread_mutex_unlock(&o->lock);
+        fwrite(b, 1, n, o->out); /* errors stick to out: out_failed() */
+        pthread_mutex_lock(&o->lock);
+        o->lens[o->next] = 0;
+        o->next = (o->next + 1) % OB_NBUF;
+        pthread_cond_broadcast(&o->cond);
+    }
+    pthread_mutex_unlock(&o->lock);
+    return NULL;
+}
+
+/* 0, or -1 out of memory. */
+static int ob_open(struct obuf *o, FILE *out)
+{
+    memset(o, 0, sizeof(*o));
+    o->out = out;
+    int n = 0;
+    while (n < OB_NBUF && (o->bufs[n] = malloc(OB_SIZE)) != NULL)
+        n++;
+    if (n < OB_NBUF) {
+        while (n > 0)
+            free(o->bufs[--n]);
+        return -1;
+    }
+    o->buf = o->bufs[0];
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->cond, NULL);
+    o->threaded = pthread_create(&o->thread, NULL, ob_writer, o) == 0;
+    return 0;
+}
 
 static void ob_flush(struct obuf *o)
 {
-    if (o->len)
-        fwrite(o->buf, 1, o->len, o->out); /* errors stick to out: out_failed() */
+    if (!o->len)
+        return;
+    if (!o->threaded) {
+        fwrite(o->buf, 1, o->len, o->out);
+        o->len = 0;
+        return;
+    }
+    pthread_mutex_lock(&o->lock);
+    o->lens[o->fill] = o->len;
+    o->fill = (o->fill + 1) % OB_NBUF;
+    pthread_cond_broadcast(&o->cond);
+    while (o->lens[o->fill])
+        pthread_cond_wait(&o->cond, &o->lock);
+    pthread_mutex_unlock(&o->lock);
+    o->buf = o->bufs[o->fill];
     o->len = 0;
+}
+
+/* Writes what is left, ends the thread, frees the buffers. */
+static void ob_close(struct obuf *o)
+{
+    ob_flush(o);
+    if (o->threaded) {
+        pthread_mutex_lock(&o->lock);
+        o->ending = 1;
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+        pthread_join(o->thread, NULL);
+    }
+    pthread_cond_destroy(&o->cond);
+    pthread_mutex_destroy(&o->lock);
+    for (int k = 0; k < OB_NBUF; k++)
+        free(o->bufs[k]);
 }
 
 static void ob_mem_slow(struct obuf *o, const char *s, size_t n)
 {
-    ob_flush(o);
-    if (n > OB_SIZE) {
-        fwrite(s, 1, n, o->out);
-        return;
+    while (n) {
+        if (o->len == OB_SIZE)
+            ob_flush(o);
+        size_t k = OB_SIZE - o->len < n ? OB_SIZE - o->len : n;
+        memcpy(o->buf + o->len, s, k);
+        o->len += k;
+        s += k;
+        n -= k;
     }
-    memcpy(o->buf, s, n);
-    o->len = n;
 }
 
 /* Inline, so that the copy of a literal, whose length is known, is a few moves. */
@@ -308,9 +394,11 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
     int rc = mt_replay_open(&rp, path, NULL, err);
     if (rc)
         return rc;
-    struct pf p = {{out, malloc(OB_SIZE), 0}, 0, 1, NULL, 0, 0};
+    struct pf p;
+    memset(&p, 0, sizeof(p));
+    p.first = 1;
     struct obuf *o = &p.o;
-    if (!o->buf) {
+    if (ob_open(o, out) != 0) {
         mt_replay_close(rp);
         err->code = MEMTRACE_ENOMEM;
         snprintf(err->text, sizeof(err->text), "out of memory");
@@ -403,8 +491,7 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
     st->written = p.written;
     rc = 0;
 out:
-    ob_flush(o);
-    free(o->buf);
+    ob_close(o);
     free(p.seen);
     mt_replay_close(rp);
     return rc;
