@@ -1119,6 +1119,23 @@ static int run_shape(const struct vm *v, size_t pos, size_t *run, size_t *end, i
      * follows no pattern a predictor learns), the hash of the fetches made on the way;
      * a run that ends within 5 bytes of the input's end is left to the opcodes */
     uint64_t h = 0x9e3779b97f4a7c15ull;
+    /* two fetches a turn: the second's opcode byte is loaded at both places it may be
+     * before the first is known, which halves the chain of loads a turn waits on */
+    while (i + 10 <= len && (b[i] | 2) == OP_LONG_BINGET) {
+        int wide = b[i] == OP_LONG_BINGET;
+        unsigned near = b[i + 2], far = b[i + 5], op2 = wide ? far : near;
+        uint32_t w = (uint32_t)le(b + i + 1, 4);
+        h = (h ^ ((wide ? w : w & 0xff) * 2ull + (unsigned)wide)) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+        i += wide ? 5 : 2;
+        if ((op2 | 2) != OP_LONG_BINGET)
+            break;
+        wide = op2 == OP_LONG_BINGET;
+        w = (uint32_t)le(b + i + 1, 4);
+        h = (h ^ ((wide ? w : w & 0xff) * 2ull + (unsigned)wide)) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+        i += wide ? 5 : 2;
+    }
     while (i + 5 <= len && (b[i] | 2) == OP_LONG_BINGET) {
         uint32_t w = (uint32_t)le(b + i + 1, 4);
         int wide = b[i] == OP_LONG_BINGET;
