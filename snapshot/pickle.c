@@ -505,6 +505,7 @@ struct vm {
     uint64_t epoch; /* bumped when a memo slot is put again: the runs cached go stale */
     struct runs *runs;
     struct omemo *om; /* the memo of a read in one pass (no scan): by id */
+    size_t dropped;   /* the input's pages below it were given back (drop_behind) */
 };
 
 static int nomem(struct vm *v)
@@ -1243,6 +1244,13 @@ static int run_fetch(struct vm *v, uint64_t id)
     struct mt_pbox *box = run_box(v, run, end, h);
     if (!box)
         return again(v);
+    /* read again far behind: given back again, as drop_pages would */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), from = run / page * page;
+    size_t to = (end + page) / page * page;
+    if (to > v->dropped)
+        to = v->dropped;
+    if (from < to)
+        madvise((void *)(uintptr_t)(v->buf + from), to - from, MADV_DONTNEED);
     box->frozen = 1; /* as the list first built was, inside its entry */
     struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
     return push(v, &x);
@@ -1476,13 +1484,13 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
             v.memo[k].type = EMPTY;
     }
     int stop = 0;
-    size_t pos = 0, dropped = 0, next_drop = DROP_STEP;
+    size_t pos = 0, next_drop = DROP_STEP;
     if (drop)
-        drop_pages(buf, len, 0, &dropped);
+        drop_pages(buf, len, 0, &v.dropped);
     while (!stop) {
         if (pos >= next_drop) {
             if (drop)
-                drop_pages(buf, len, pos, &dropped);
+                drop_pages(buf, len, pos, &v.dropped);
             next_drop = pos + DROP_STEP;
         }
         if (pos >= len) { /* no STOP: only a read in one pass, without the scan, gets here */
