@@ -967,9 +967,8 @@ static void om_free(struct omemo *m)
 }
 
 /* Whether a one-pass read keeps the value x put in the memo: not a streamed item. */
-static int om_keeps(const struct vm *v, const struct mt_pv *x)
+static int om_keeps(const struct mt_pv *x)
 {
-    (void)v;
     return !is_box(x) || !x->u.c->item;
 }
 
@@ -994,7 +993,9 @@ static int memo_set(struct vm *v, uint64_t id)
     struct mt_pv *m;
     int keep = 1;
     if (v->om) {
-        keep = om_keeps(v, &v->stack[v->n - 1]);
+        if (id < v->om->nrunpos)
+            v->om->runpos[id] = 0; /* a run list put there before is gone */
+        keep = om_keeps(&v->stack[v->n - 1]);
         m = om_slot(v->om, id, keep);
         if (!m)
             return keep ? again(v) : 0;
