@@ -442,7 +442,8 @@ void mt_pv_release(struct mt_pv *v)
     if (is_box(v) && --v->u.c->refs == 0) {
         struct mt_pbox *b = v->u.c;
         for (size_t k = 0; k < b->n; k++)
-            mt_pv_release(&b->items[k]);
+            if (is_box(&b->items[k])) /* the rest go with the items array */
+                mt_pv_release(&b->items[k]);
         if (spares && spares->n < SPARE_MAX && b->cap <= 64)
             spares->box[spares->n++] = b;
         else {
