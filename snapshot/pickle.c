@@ -738,8 +738,10 @@ static int insert_box(struct vm *v, uint8_t kind, size_t at)
     int rc = push(v, &x);
     if (rc)
         return rc;
-    memmove(v->stack + at + 1, v->stack + at, (v->n - 1 - at) * sizeof(*v->stack));
-    v->stack[at] = x;
+    if (at + 1 < v->n) { /* DICT, LIST: below their items; EMPTY_*: on top, as pushed */
+        memmove(v->stack + at + 1, v->stack + at, (v->n - 1 - at) * sizeof(*v->stack));
+        v->stack[at] = x;
+    }
     return 0;
 }
 
