@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,10 +24,251 @@
 #include "memtrace.h"
 #include "replay.h"
 
-static void ts(FILE *out, uint64_t t, uint64_t t0)
+/* The perfetto output goes through buffers of its own, with integers formatted by
+ * hand: it is gigabytes of small numbers, where printf's parsing of its format and
+ * stdio's locking and small copies were most of the time. Each full megabyte is
+ * handed to a second thread that fwrites it (stdio passes it to write(2) without a
+ * copy), so that the kernel's copy into the page cache, as long as the rest of the
+ * export, overlaps the next megabyte's replay and formatting. Without a thread, the
+ * buffer is written in place. */
+#define OB_SIZE ((size_t)1 << 20)
+#define OB_NBUF 4
+
+struct obuf {
+    FILE *out;
+    char *buf; /* the one being filled: bufs[fill] */
+    size_t len;
+    char *bufs[OB_NBUF];
+    size_t lens[OB_NBUF]; /* bytes to write, 0 when free */
+    unsigned fill, next;  /* next: the one the thread writes next */
+    int threaded, ending;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+};
+
+static void *ob_writer(void *arg)
+{
+    struct obuf *o = arg;
+    pthread_mutex_lock(&o->lock);
+    for (;;) {
+        while (!o->lens[o->next] && !o->ending)
+            pthread_cond_wait(&o->cond, &o->lock);
+        size_t n = o->lens[o->next];
+        if (!n)
+            break;
+        char *b = o->bufs[o->next];
+        pthread_mutex_unlock(&o->lock);
+        fwrite(b, 1, n, o->out); /* errors stick to out: out_failed() */
+        pthread_mutex_lock(&o->lock);
+        o->lens[o->next] = 0;
+        o->next = (o->next + 1) % OB_NBUF;
+        pthread_cond_broadcast(&o->cond);
+    }
+    pthread_mutex_unlock(&o->lock);
+    return NULL;
+}
+
+/* 0, or -1 out of memory. */
+static int ob_open(struct obuf *o, FILE *out)
+{
+    memset(o, 0, sizeof(*o));
+    o->out = out;
+    int n = 0;
+    while (n < OB_NBUF && (o->bufs[n] = malloc(OB_SIZE)) != NULL)
+        n++;
+    if (n < OB_NBUF) {
+        while (n > 0)
+            free(o->bufs[--n]);
+        return -1;
+    }
+    o->buf = o->bufs[0];
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->cond, NULL);
+    o->threaded = pthread_create(&o->thread, NULL, ob_writer, o) == 0;
+    return 0;
+}
+
+static void ob_flush(struct obuf *o)
+{
+    if (!o->len)
+        return;
+    if (!o->threaded) {
+        fwrite(o->buf, 1, o->len, o->out);
+        o->len = 0;
+        return;
+    }
+    pthread_mutex_lock(&o->lock);
+    o->lens[o->fill] = o->len;
+    o->fill = (o->fill + 1) % OB_NBUF;
+    pthread_cond_broadcast(&o->cond);
+    while (o->lens[o->fill])
+        pthread_cond_wait(&o->cond, &o->lock);
+    pthread_mutex_unlock(&o->lock);
+    o->buf = o->bufs[o->fill];
+    o->len = 0;
+}
+
+/* Writes what is left, ends the thread, frees the buffers. */
+static void ob_close(struct obuf *o)
+{
+    ob_flush(o);
+    if (o->threaded) {
+        pthread_mutex_lock(&o->lock);
+        o->ending = 1;
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+        pthread_join(o->thread, NULL);
+    }
+    pthread_cond_destroy(&o->cond);
+    pthread_mutex_destroy(&o->lock);
+    for (int k = 0; k < OB_NBUF; k++)
+        free(o->bufs[k]);
+}
+
+static void ob_mem_slow(struct obuf *o, const char *s, size_t n)
+{
+    while (n) {
+        if (o->len == OB_SIZE)
+            ob_flush(o);
+        size_t k = OB_SIZE - o->len < n ? OB_SIZE - o->len : n;
+        memcpy(o->buf + o->len, s, k);
+        o->len += k;
+        s += k;
+        n -= k;
+    }
+}
+
+/* Inline, so that the copy of a literal, whose length is known, is a few moves. */
+static inline void ob_mem(struct obuf *o, const char *s, size_t n)
+{
+    if (OB_SIZE - o->len < n) {
+        ob_mem_slow(o, s, n);
+        return;
+    }
+    memcpy(o->buf + o->len, s, n);
+    o->len += n;
+}
+
+/* Room for n more bytes (n at most OB_SIZE). */
+static inline char *ob_room(struct obuf *o, size_t n)
+{
+    if (OB_SIZE - o->len < n)
+        ob_flush(o);
+    return o->buf + o->len;
+}
+
+#define ob_lit(o, lit) ob_mem((o), lit, sizeof(lit) - 1)
+
+static inline void ob_char(struct obuf *o, char c)
+{
+    if (o->len == OB_SIZE)
+        ob_flush(o);
+    o->buf[o->len++] = c;
+}
+
+static const char digits2[] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                              "34353637383940414243444546474849505152535455565758596061626364656667"
+                              "6869707172737475767778798081828384858687888990919293949596979899";
+
+static inline unsigned ndigits(uint64_t v)
+{
+    unsigned n = 1;
+    while (v >= 10000) {
+        v /= 10000;
+        n += 4;
+    }
+    return n + (v >= 10) + (v >= 100) + (v >= 1000);
+}
+
+/* Decimal digits, written from the last straight into the buffer. */
+static void ob_u64(struct obuf *o, uint64_t v)
+{
+    unsigned n = ndigits(v);
+    char *d = ob_room(o, 20), *p = d + n;
+    while (v >= 100) {
+        p -= 2;
+        memcpy(p, digits2 + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, digits2 + 2 * v, 2);
+    } else
+        *--p = (char)('0' + v);
+    o->len += n;
+}
+
+static void ob_i64(struct obuf *o, int64_t v)
+{
+    if (v < 0) {
+        ob_char(o, '-');
+        ob_u64(o, (uint64_t)0 - (uint64_t)v);
+    } else
+        ob_u64(o, (uint64_t)v);
+}
+
+static void ob_hex(struct obuf *o, uint64_t v)
+{
+    char t[16];
+    char *p = t + sizeof(t);
+    do {
+        *--p = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    ob_mem(o, p, (size_t)(t + sizeof(t) - p));
+}
+
+/* A JSON string, escaped as mt_export_json_str does. */
+static void ob_json_str(struct obuf *o, const char *s)
+{
+    ob_char(o, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const unsigned char *q = p;
+        while (*q >= 0x20 && *q != '"' && *q != '\\')
+            q++;
+        if (q > p) { /* a run that needs no escape, in one copy */
+            ob_mem(o, (const char *)p, (size_t)(q - p));
+            p = q;
+            if (!*p)
+                break;
+        }
+        switch (*p) {
+        case '"':
+            ob_lit(o, "\\\"");
+            break;
+        case '\\':
+            ob_lit(o, "\\\\");
+            break;
+        case '\n':
+            ob_lit(o, "\\n");
+            break;
+        case '\r':
+            ob_lit(o, "\\r");
+            break;
+        case '\t':
+            ob_lit(o, "\\t");
+            break;
+        default:
+            if (*p < 0x20) {
+                ob_lit(o, "\\u00");
+                ob_char(o, "0123456789abcdef"[*p >> 4]);
+                ob_char(o, "0123456789abcdef"[*p & 15]);
+            } else
+                ob_char(o, (char)*p);
+        }
+    }
+    ob_char(o, '"');
+}
+
+/* Microseconds after t0, with nanosecond digits. */
+static void ts(struct obuf *o, uint64_t t, uint64_t t0)
 {
     uint64_t d = t >= t0 ? t - t0 : 0;
-    fprintf(out, "%" PRIu64 ".%03" PRIu64, d / 1000, d % 1000);
+    ob_u64(o, d / 1000);
+    unsigned ns = (unsigned)(d % 1000);
+    char f[4] = {'.', (char)('0' + ns / 100), digits2[2 * (ns % 100)], digits2[2 * (ns % 100) + 1]};
+    ob_mem(o, f, 4);
 }
 
 static int pid_of(int32_t device)
@@ -46,7 +288,7 @@ static const char *block_name(struct memtrace_reader *r, uint32_t stack, char *b
 }
 
 struct pf {
-    FILE *out;
+    struct obuf o;
     uint64_t t0;
     int first;
     uint8_t *seen; /* devices named so far, by pid */
@@ -56,7 +298,10 @@ struct pf {
 
 static void sep(struct pf *p)
 {
-    fputs(p->first ? "\n" : ",\n", p->out);
+    if (p->first)
+        ob_char(&p->o, '\n');
+    else
+        ob_lit(&p->o, ",\n");
     p->first = 0;
     p->written++;
 }
@@ -80,45 +325,66 @@ static int name_device(struct pf *p, int32_t device)
     p->seen[pid] = 1;
     sep(p);
     if (device < 0)
-        fprintf(p->out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":"
-                        "\"host\"}}");
-    else
-        fprintf(p->out,
-                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%zu,\"args\":{\"name\":"
-                "\"device %" PRId32 "\"}}",
-                pid, device);
+        ob_lit(&p->o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":"
+                      "\"host\"}}");
+    else {
+        ob_lit(&p->o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+        ob_u64(&p->o, pid);
+        ob_lit(&p->o, ",\"args\":{\"name\":\"device ");
+        ob_i64(&p->o, device);
+        ob_lit(&p->o, "\"}}");
+    }
     return 0;
 }
 
-static void slice(struct pf *p, struct memtrace_reader *r, const char *ph, const struct mt_live *b,
+static void slice(struct pf *p, struct memtrace_reader *r, char ph, const struct mt_live *b,
                   uint64_t t)
 {
     char buf[64];
+    struct obuf *o = &p->o;
     sep(p);
-    fprintf(p->out, "{\"ph\":\"%s\",\"cat\":\"block\",\"name\":", ph);
-    mt_export_json_str(p->out, block_name(r, b->stack, buf, sizeof(buf)));
-    fprintf(p->out, ",\"id\":\"0x%" PRIx64 "\",\"pid\":%d,\"tid\":0,\"ts\":", b->head.key,
-            pid_of(b->device));
-    ts(p->out, t, p->t0);
-    if (ph[0] == 'b')
-        fprintf(p->out,
-                ",\"args\":{\"size\":%" PRIu64 ",\"requested_size\":%" PRIu64 ",\"stream\":%" PRIu64
-                ",\"stack\":%" PRIu32 "}",
-                b->size, b->requested, b->stream, b->stack);
-    fputc('}', p->out);
+    ob_lit(o, "{\"ph\":\"");
+    ob_char(o, ph);
+    ob_lit(o, "\",\"cat\":\"block\",\"name\":");
+    ob_json_str(o, block_name(r, b->stack, buf, sizeof(buf)));
+    ob_lit(o, ",\"id\":\"0x");
+    ob_hex(o, b->head.key);
+    ob_lit(o, "\",\"pid\":");
+    ob_i64(o, pid_of(b->device));
+    ob_lit(o, ",\"tid\":0,\"ts\":");
+    ts(o, t, p->t0);
+    if (ph == 'b') {
+        ob_lit(o, ",\"args\":{\"size\":");
+        ob_u64(o, b->size);
+        ob_lit(o, ",\"requested_size\":");
+        ob_u64(o, b->requested);
+        ob_lit(o, ",\"stream\":");
+        ob_u64(o, b->stream);
+        ob_lit(o, ",\"stack\":");
+        ob_u64(o, b->stack);
+        ob_char(o, '}');
+    }
+    ob_char(o, '}');
 }
 
 static void counter(struct pf *p, const struct mt_replay *rp, int32_t device, uint64_t t)
 {
     const struct mt_devlevel *d = mt_replay_device(rp, device);
+    struct obuf *o = &p->o;
     if (!d)
         return;
     sep(p);
-    fprintf(p->out, "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"ts\":", pid_of(device));
-    ts(p->out, t, p->t0);
-    fprintf(p->out,
-            ",\"args\":{\"allocated\":%" PRIu64 ",\"reserved\":%" PRIu64 ",\"used\":%" PRIu64 "}}",
-            d->allocated.cur, d->reserved.cur, d->used);
+    ob_lit(o, "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":");
+    ob_i64(o, pid_of(device));
+    ob_lit(o, ",\"ts\":");
+    ts(o, t, p->t0);
+    ob_lit(o, ",\"args\":{\"allocated\":");
+    ob_u64(o, d->allocated.cur);
+    ob_lit(o, ",\"reserved\":");
+    ob_u64(o, d->reserved.cur);
+    ob_lit(o, ",\"used\":");
+    ob_u64(o, d->used);
+    ob_lit(o, "}}");
 }
 
 int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
@@ -128,10 +394,18 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
     int rc = mt_replay_open(&rp, path, NULL, err);
     if (rc)
         return rc;
-    struct pf p = {out, 0, 1, NULL, 0, 0};
-    fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"memtrace\"},"
-          "\"traceEvents\":[",
-          out);
+    struct pf p;
+    memset(&p, 0, sizeof(p));
+    p.first = 1;
+    struct obuf *o = &p.o;
+    if (ob_open(o, out) != 0) {
+        mt_replay_close(rp);
+        err->code = MEMTRACE_ENOMEM;
+        snprintf(err->text, sizeof(err->text), "out of memory");
+        return MEMTRACE_ENOMEM;
+    }
+    ob_lit(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"memtrace\"},"
+              "\"traceEvents\":[");
     uint64_t tlast = 0;
     while ((rc = mt_replay_next(rp)) == 1) {
         const struct memtrace_event *ev = &rp->ev;
@@ -146,15 +420,15 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
         switch (rp->eff.kind) {
         case MT_EFF_ALLOC: {
             if (rp->eff.replaced)
-                slice(&p, rp->r, "e", &rp->eff.gone, ev->time_ns);
+                slice(&p, rp->r, 'e', &rp->eff.gone, ev->time_ns);
             const struct mt_live *b = mt_addrtab_find(&rp->blocks, ev->addr);
             if (b)
-                slice(&p, rp->r, "b", b, ev->time_ns);
+                slice(&p, rp->r, 'b', b, ev->time_ns);
             levels = 1;
             break;
         }
         case MT_EFF_FREE:
-            slice(&p, rp->r, "e", &rp->eff.gone, ev->time_ns);
+            slice(&p, rp->r, 'e', &rp->eff.gone, ev->time_ns);
             levels = 1;
             break;
         case MT_EFF_SEG_ADD:
@@ -169,24 +443,37 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
         if (levels)
             counter(&p, rp, ev->device, ev->time_ns);
         if (ev->action == MEMTRACE_ANNOTATE) {
-            const char *ph = ev->aux == MEMTRACE_ANNOTATE_PUSH  ? "B"
-                             : ev->aux == MEMTRACE_ANNOTATE_POP ? "E"
-                                                                : "i";
+            char ph = ev->aux == MEMTRACE_ANNOTATE_PUSH  ? 'B'
+                      : ev->aux == MEMTRACE_ANNOTATE_POP ? 'E'
+                                                         : 'i';
             sep(&p);
-            fprintf(out, "{\"ph\":\"%s\",\"cat\":\"annotation\",\"name\":", ph);
-            mt_export_json_str(out, memtrace_reader_string(rp->r, ev->category));
-            fprintf(out, ",\"pid\":%d,\"tid\":%" PRIu32 ",\"ts\":", pid_of(ev->device), ev->tid);
-            ts(out, ev->time_ns, p.t0);
-            fputs(ph[0] == 'i' ? ",\"s\":\"t\"}" : "}", out);
+            ob_lit(o, "{\"ph\":\"");
+            ob_char(o, ph);
+            ob_lit(o, "\",\"cat\":\"annotation\",\"name\":");
+            ob_json_str(o, memtrace_reader_string(rp->r, ev->category));
+            ob_lit(o, ",\"pid\":");
+            ob_i64(o, pid_of(ev->device));
+            ob_lit(o, ",\"tid\":");
+            ob_u64(o, ev->tid);
+            ob_lit(o, ",\"ts\":");
+            ts(o, ev->time_ns, p.t0);
+            if (ph == 'i')
+                ob_lit(o, ",\"s\":\"t\"}");
+            else
+                ob_char(o, '}');
         } else if (ev->action == MEMTRACE_OOM) {
             sep(&p);
-            fprintf(out,
-                    "{\"ph\":\"i\",\"cat\":\"oom\",\"name\":\"oom\",\"s\":\"p\",\"pid\":%d,"
-                    "\"tid\":%" PRIu32 ",\"ts\":",
-                    pid_of(ev->device), ev->tid);
-            ts(out, ev->time_ns, p.t0);
-            fprintf(out, ",\"args\":{\"size\":%" PRIu64 ",\"device_free\":%" PRIu64 "}}", ev->size,
-                    ev->aux);
+            ob_lit(o, "{\"ph\":\"i\",\"cat\":\"oom\",\"name\":\"oom\",\"s\":\"p\",\"pid\":");
+            ob_i64(o, pid_of(ev->device));
+            ob_lit(o, ",\"tid\":");
+            ob_u64(o, ev->tid);
+            ob_lit(o, ",\"ts\":");
+            ts(o, ev->time_ns, p.t0);
+            ob_lit(o, ",\"args\":{\"size\":");
+            ob_u64(o, ev->size);
+            ob_lit(o, ",\"device_free\":");
+            ob_u64(o, ev->aux);
+            ob_lit(o, "}}");
         }
     }
     st->events = rp->events;
@@ -198,12 +485,13 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
     for (size_t i = 0; i < rp->blocks.cap; i++) {
         const struct mt_live *b = mt_addrtab_at(&rp->blocks, i);
         if (b)
-            slice(&p, rp->r, "e", b, tlast);
+            slice(&p, rp->r, 'e', b, tlast);
     }
-    fputs("\n]}\n", out);
+    ob_lit(o, "\n]}\n");
     st->written = p.written;
     rc = 0;
 out:
+    ob_close(o);
     free(p.seen);
     mt_replay_close(rp);
     return rc;

@@ -15,7 +15,9 @@
  * freed. The records wait for the end of the input because the metadata, written
  * first, needs the first time and the top-level keys that follow the traces; then
  * the lists merge by time as they always did. Frames are interned once per memoized
- * frame dict (its box remembers its id) and stacks once per sequence of frame ids. */
+ * frame dict (its box remembers its id) and stacks once per sequence of frame ids.
+ * Where no merge turns out to be needed (struct spec), the events were also written,
+ * on a second thread and into memory, as they streamed, and those chunks are used. */
 #include "config.h"
 
 #include <errno.h>
@@ -74,6 +76,21 @@ struct imp {
     uint32_t *fids;
     size_t capfids;
     struct pcache keys, actions;
+    struct spec *spec; /* the events written ahead while streaming, or NULL */
+};
+
+/* The events of device 0, written ahead while the pickle streams: encoding and
+ * deflating them, the costly part of writing, then run on a second thread alongside
+ * the reading, into memory, since the metadata that goes first is known only at the
+ * end. Used when the snapshot turns out to need no merge (one device trace, no
+ * annotations), dropped otherwise for the records. */
+#define SPEC_BATCH 4096
+struct spec {
+    struct mt_wthread *t;
+    struct memtrace_event batch[SPEC_BATCH];
+    size_t n;
+    uint64_t events;
+    size_t wstr, wframe, wstack; /* table entries queued */
 };
 
 static int ifail(struct imp *im, int code, const char *fmt, ...)
@@ -497,6 +514,67 @@ static int add_event(struct imp *im, const struct memtrace_event *ev)
     return im->nbatch == sizeof(im->batch) / sizeof(im->batch[0]) ? flush_events(im) : 0;
 }
 
+static void spec_drop(struct imp *im)
+{
+    if (im->spec) {
+        mt_wthread_cancel(im->spec->t);
+        free(im->spec);
+        im->spec = NULL;
+    }
+}
+
+static void spec_start(struct imp *im)
+{
+    spec_drop(im);
+    struct spec *sp = calloc(1, sizeof(*sp));
+    if (sp && mt_wthread_start(&sp->t) != 0) {
+        free(sp);
+        sp = NULL;
+    }
+    im->spec = sp; /* without it, the records do */
+}
+
+/* Queues the table entries made since the last call and the batch. */
+static int spec_flush(struct imp *im)
+{
+    struct spec *sp = im->spec;
+    struct mt_intern *in = &im->in;
+    int rc = in->nomem ? MEMTRACE_ENOMEM : 0;
+    if (rc == 0)
+        rc = mt_wthread_strings(sp->t, (uint32_t)sp->wstr + 1, in->nstr - sp->wstr,
+                                (const char *const *)in->str + sp->wstr);
+    if (rc == 0)
+        rc = mt_wthread_frames(sp->t, (uint32_t)sp->wframe + 1, in->nframe - sp->wframe,
+                               in->frame + sp->wframe);
+    if (rc == 0)
+        rc = mt_wthread_stacks(sp->t, (uint32_t)sp->wstack + 1, in->nstack - sp->wstack,
+                               in->parent + sp->wstack, in->pframe + sp->wstack);
+    if (rc == 0)
+        rc = mt_wthread_events(sp->t, sp->batch, sp->n);
+    sp->wstr = in->nstr;
+    sp->wframe = in->nframe;
+    sp->wstack = in->nstack;
+    sp->events += sp->n;
+    sp->n = 0;
+    if (rc)
+        spec_drop(im);
+    return rc;
+}
+
+/* An event of device d in file order, for the events written ahead. */
+static void spec_add(struct imp *im, int32_t d, const struct memtrace_event *ev)
+{
+    if (!im->spec)
+        return;
+    if (d != 0) {
+        spec_drop(im); /* a merge of devices: the records do */
+        return;
+    }
+    im->spec->batch[im->spec->n++] = *ev;
+    if (im->spec->n == SPEC_BATCH)
+        spec_flush(im);
+}
+
 /* The entry's time in us for the merge (entries without one sort as 0). */
 static uint64_t entry_time(const struct mt_pv *e)
 {
@@ -615,6 +693,7 @@ static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *
         ev.category = mt_intern_stringn(&im->in, cc, n);
     if (im->in.nomem)
         return ifail(im, MEMTRACE_ENOMEM, "out of memory");
+    spec_add(im, d, &ev);
     return put_record(im, l, mt, &ev);
 }
 
@@ -688,6 +767,33 @@ static int write_events(struct imp *im, size_t ndev)
     free(c);
     free(act);
     return rc ? rc : flush_events(im);
+}
+
+/* The events written ahead, after the metadata: 1 when they are in the file, 0 when
+ * there are none (the records are written instead), or an error. */
+static int write_ahead(struct imp *im)
+{
+    struct mt_writer *mem;
+    if (!im->spec || spec_flush(im) != 0)
+        return 0;
+    uint64_t events = im->spec->events;
+    int rc = mt_wthread_finish(im->spec->t, &mem);
+    im->spec->t = NULL;
+    if (rc == 0) {
+        struct spec *sp = im->spec;
+        rc = mt_writer_take(im->w, mem);
+        if (rc == 0) {
+            im->in.wstr = sp->wstr;
+            im->in.wframe = sp->wframe;
+            im->in.wstack = sp->wstack;
+            im->st->events += events;
+        }
+        rc = rc ? ifail(im, rc, "cannot write the output: %s", memtrace_strerror(rc)) : 1;
+    } else
+        rc = 0; /* the thread failed: the records are still there */
+    free(im->spec);
+    im->spec = NULL;
+    return rc;
 }
 
 static int block_state(const char *s, size_t n)
@@ -802,6 +908,7 @@ static int write_state(struct imp *im, const struct mt_pv *segs, uint64_t time_n
 /* What the streaming reader built up, dropped before reading again whole. */
 static void reset(struct imp *im)
 {
+    spec_drop(im);
     for (size_t l = 0; l < im->nlists; l++)
         free(im->lists[l].buf);
     free(im->lists);
@@ -858,10 +965,23 @@ static int parse(struct imp *im, void **map, size_t *maplen, json_t **json, stru
             return ifail(im, MEMTRACE_ENOMEM, "out of memory");
     } else if (len > 0 && buf[0] == 0x80) {
         struct mt_pickle_error perr;
-        struct mt_pickle_opts o = {
-            .key = "device_traces", .item = stream_entry, .ctx = im, .drop_behind = 1};
+        struct mt_pickle_opts o = {.key = "device_traces",
+                                   .item = stream_entry,
+                                   .ctx = im,
+                                   .drop_behind = 1,
+                                   .one_pass = 1};
         im->st->pickle = 1;
+        spec_start(im);
         rc = mt_pickle_read(buf, len, &o, root, &perr);
+        if (rc == MT_PICKLE_AGAIN) {
+            /* not as a snapshot's pickle usually is, or refused: with the scan */
+            reset(im);
+            memset(im->err, 0, sizeof(*im->err));
+            im->st->skipped = 0;
+            o.one_pass = 0;
+            spec_start(im);
+            rc = mt_pickle_read(buf, len, &o, root, &perr);
+        }
         if (rc == MT_PICKLE_AGAIN) {
             /* shaped otherwise than streaming foresaw, or an entry is bad: read whole */
             reset(im);
@@ -967,6 +1087,8 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
             if ((rc = trace_entry(im, (int32_t)d, k, mt_pv_at(list, k))) != 0)
                 goto out;
     }
+    if (mt_pv_len(annots))
+        spec_drop(im); /* they merge with the events by time: the records do */
     for (size_t k = 0; k < mt_pv_len(annots); k++)
         if ((rc = annotation_entry(im, k, mt_pv_at(annots, k))) != 0)
             goto out;
@@ -986,7 +1108,8 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
         rc = ifail(im, rc, "cannot write %s", out_path);
         goto out;
     }
-    if ((rc = write_events(im, ndev)) != 0 || (rc = write_state(im, segs, im->t1)) != 0)
+    if ((rc = write_ahead(im)) < 0 || (rc == 0 && (rc = write_events(im, ndev)) != 0) ||
+        (rc = write_state(im, segs, im->t1)) != 0)
         goto out;
     char end[160];
     snprintf(end, sizeof(end), "{\"events\": %llu, \"skipped_entries\": %llu}",
@@ -996,6 +1119,7 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
     if (rc)
         ifail(im, rc, "cannot finish %s", out_path);
 out:
+    spec_drop(im);
     if (im->w) {
         mt_writer_abort(im->w);
         remove(out_path);

@@ -4,14 +4,15 @@
 # writer, and the memtrace CLI links it without the runtime.
 noinst_LTLIBRARIES += libmemtrace_snapshot.la
 libmemtrace_snapshot_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
-libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/reader.c \
+libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/writer_thread.c \
+	snapshot/reader.c \
 	snapshot/format.h snapshot/names.c snapshot/addrtab.c snapshot/addrtab.h \
 	snapshot/replay.c snapshot/replay.h \
 	snapshot/pickle.c snapshot/pickle.h \
 	snapshot/import.h snapshot/import_intern.c snapshot/import_pytorch.c snapshot/import_merge.c \
 	snapshot/export.h snapshot/export.c snapshot/export_pytorch.c snapshot/export_trace.c
-libmemtrace_snapshot_la_LIBADD = $(JANSSON_LIBS) $(ZLIB_LIBS)
-SNAPSHOT_LIBS = libmemtrace_snapshot.la $(JANSSON_LIBS) $(ZLIB_LIBS)
+libmemtrace_snapshot_la_LIBADD = $(JANSSON_LIBS) $(ZLIB_LIBS) $(PTHREAD_LIBS)
+SNAPSHOT_LIBS = libmemtrace_snapshot.la $(JANSSON_LIBS) $(ZLIB_LIBS) $(PTHREAD_LIBS)
 include_HEADERS += snapshot/memtrace_snapshot.h
 libmemtrace_core_la_LIBADD += libmemtrace_snapshot.la
 
@@ -24,6 +25,11 @@ TESTS += tests/snapshot/writer-t
 tests_snapshot_writer_t_SOURCES = tests/snapshot/writer-t.c tests/snapshot/training.h \
 	tests/snapshot/util.h
 tests_snapshot_writer_t_LDADD = $(SNAPSHOT_LIBS)
+
+check_PROGRAMS += tests/snapshot/pickle-t
+TESTS += tests/snapshot/pickle-t
+tests_snapshot_pickle_t_SOURCES = tests/snapshot/pickle-t.c tests/snapshot/util.h
+tests_snapshot_pickle_t_LDADD = $(SNAPSHOT_LIBS)
 
 check_PROGRAMS += tests/snapshot/reader-t
 TESTS += tests/snapshot/reader-t

@@ -19,6 +19,11 @@
  * streamed list hands each item to the callback when it is appended, so an item is
  * complete and frozen by then. Any guess found wrong gives MT_PICKLE_AGAIN.
  *
+ * A streaming read may also go without the scan (opts->one_pass): the build pass
+ * alone, with a memo that keeps what may be fetched (see struct omemo), checking
+ * each opcode and argument itself and giving up, never refusing, at anything the
+ * scan would have refused or found, so that the caller's read with the scan does it.
+ *
  * Opcodes (the argument follows the opcode byte; n: little-endian length):
  *   0x80 PROTO v     0x95 FRAME u64    ( MARK          . STOP
  *   } EMPTY_DICT     ] EMPTY_LIST      ) EMPTY_TUPLE   d DICT   l LIST   t TUPLE
@@ -437,7 +442,8 @@ void mt_pv_release(struct mt_pv *v)
     if (is_box(v) && --v->u.c->refs == 0) {
         struct mt_pbox *b = v->u.c;
         for (size_t k = 0; k < b->n; k++)
-            mt_pv_release(&b->items[k]);
+            if (is_box(&b->items[k])) /* the rest go with the items array */
+                mt_pv_release(&b->items[k]);
         if (spares && spares->n < SPARE_MAX && b->cap <= 64)
             spares->box[spares->n++] = b;
         else {
@@ -499,6 +505,8 @@ struct vm {
     int again;
     uint64_t epoch; /* bumped when a memo slot is put again: the runs cached go stale */
     struct runs *runs;
+    struct omemo *om; /* the memo of a read in one pass (no scan): by id */
+    size_t dropped;   /* the input's pages below it were given back (drop_behind) */
 };
 
 static int nomem(struct vm *v)
@@ -576,8 +584,20 @@ static uint8_t role_of(const struct vm *v, uint8_t kind, size_t p, int32_t *inde
     return ROLE_NONE;
 }
 
+/* Whether a box about to sit at stack position p is an item of a streamed list. */
+static int is_item_at(const struct vm *v, size_t p)
+{
+    if (p == 0 || v->again)
+        return 0;
+    size_t m = v->nmarks ? v->marks[v->nmarks - 1] : SIZE_MAX;
+    return (m != SIZE_MAX && m >= 1 && m <= p && is_role(&v->stack[m - 1], ROLE_STREAM)) ||
+           is_role(&v->stack[p - 1], ROLE_STREAM);
+}
+
 static void guess(struct vm *v, struct mt_pbox *b, size_t p)
 {
+    if (v->om && is_item_at(v, p))
+        b->item = 1;
     b->role = role_of(v, b->kind, p, &b->index);
     if (b->role == ROLE_ROOT || b->role == ROLE_LISTS) {
         b->refs++;
@@ -632,6 +652,8 @@ static int append_range(struct vm *v, struct mt_pv *a, size_t from)
 {
     if (a->type != MT_PV_LIST)
         return bad(v, "APPEND to something not a list");
+    if (a->u.c->run)
+        v->epoch++; /* a run list built again would miss what this appends */
     if (a->u.c->shared && unshare(v, a) != 0)
         return nomem(v);
     struct mt_pbox *b = a->u.c;
@@ -716,8 +738,10 @@ static int insert_box(struct vm *v, uint8_t kind, size_t at)
     int rc = push(v, &x);
     if (rc)
         return rc;
-    memmove(v->stack + at + 1, v->stack + at, (v->n - 1 - at) * sizeof(*v->stack));
-    v->stack[at] = x;
+    if (at + 1 < v->n) { /* DICT, LIST: below their items; EMPTY_*: on top, as pushed */
+        memmove(v->stack + at + 1, v->stack + at, (v->n - 1 - at) * sizeof(*v->stack));
+        v->stack[at] = x;
+    }
     return 0;
 }
 
@@ -865,30 +889,146 @@ static int utf8_ok(const unsigned char *s, size_t n)
 /* A memo slot nothing was put in yet (a memoized None is a value). */
 #define EMPTY 0xff
 
+/* The memo of a read in one pass. No scan tells which ids are fetched, so it keeps
+ * every value put but the streamed items (PyTorch's entries: a million of them, never
+ * fetched) and the run lists (their frames lists, which run_list remembers by
+ * position instead), and the read gives up when a fetch finds nothing. Ids below
+ * OM_DIRECT (the strings and frame dicts that PyTorch shares come first) are an
+ * array, the rest a table. */
+#define OM_DIRECT 65536
+#define OM_MAX    ((size_t)1 << 19) /* ids kept past OM_DIRECT (the table: 24 MB at most) */
+
+struct omemo {
+    struct mt_pv direct[OM_DIRECT];
+    uint64_t *ids; /* table: id + 1, 0 for a free slot */
+    struct mt_pv *vals;
+    size_t cap, n;
+    uint32_t *runpos; /* see runpos_note */
+    size_t nrunpos;
+    uint64_t runpos_epoch;
+};
+
+/* The slot of id, a new EMPTY one when add, NULL when absent, out of memory or at
+ * OM_MAX. */
+static struct mt_pv *om_slot(struct omemo *m, uint64_t id, int add)
+{
+    if (id < OM_DIRECT)
+        return &m->direct[id];
+    if (add && (m->n + 1) * 2 > m->cap) {
+        if (m->n >= OM_MAX)
+            return NULL;
+        size_t cap = m->cap ? m->cap * 2 : 1024;
+        uint64_t *ids = calloc(cap, sizeof(*ids));
+        struct mt_pv *vals = malloc(cap * sizeof(*vals));
+        if (!ids || !vals) {
+            free(ids);
+            free(vals);
+            return NULL;
+        }
+        for (size_t k = 0; k < m->cap; k++)
+            if (m->ids[k]) {
+                size_t i = (size_t)((m->ids[k] - 1) * 0x9e3779b97f4a7c15ull >> 20) & (cap - 1);
+                while (ids[i])
+                    i = (i + 1) & (cap - 1);
+                ids[i] = m->ids[k];
+                vals[i] = m->vals[k];
+            }
+        free(m->ids);
+        free(m->vals);
+        m->ids = ids;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    if (!m->cap)
+        return NULL;
+    size_t i = (size_t)(id * 0x9e3779b97f4a7c15ull >> 20) & (m->cap - 1);
+    while (m->ids[i] && m->ids[i] != id + 1)
+        i = (i + 1) & (m->cap - 1);
+    if (m->ids[i])
+        return &m->vals[i];
+    if (!add)
+        return NULL;
+    m->ids[i] = id + 1;
+    m->vals[i].type = EMPTY;
+    m->n++;
+    return &m->vals[i];
+}
+
+static void om_free(struct omemo *m)
+{
+    if (!m)
+        return;
+    for (size_t k = 0; k < OM_DIRECT; k++)
+        mt_pv_release(&m->direct[k]);
+    for (size_t k = 0; k < m->cap; k++)
+        if (m->ids[k])
+            mt_pv_release(&m->vals[k]);
+    free(m->ids);
+    free(m->vals);
+    free(m->runpos);
+    free(m);
+}
+
+/* Whether a one-pass read keeps the value x put in the memo: not a streamed item. */
+static int om_keeps(const struct mt_pv *x)
+{
+    return !is_box(x) || !x->u.c->item;
+}
+
+/* The memo slot of id, NULL when it holds nothing (the scan saw no fetch of it, or a
+ * one-pass read did not keep it). */
+static inline struct mt_pv *memo_at(struct vm *v, uint64_t id)
+{
+    if (v->om) {
+        struct mt_pv *m = om_slot(v->om, id, 0);
+        return m && m->type != EMPTY ? m : NULL;
+    }
+    size_t s = slot_of(v->sc, id);
+    return s == SIZE_MAX || v->memo[s].type == EMPTY ? NULL : &v->memo[s];
+}
+
 static int memo_set(struct vm *v, uint64_t id)
 {
     if (!v->n)
         return bad(v, "memo of an empty stack");
     if (id >= v->len)
         return bad(v, "memo id beyond the input's size");
-    size_t s = slot_of(v->sc, id);
-    if (s == SIZE_MAX)
-        return 0; /* never fetched: nothing to keep */
-    if (v->memo[s].type != EMPTY)
+    struct mt_pv *m;
+    int keep = 1;
+    if (v->om) {
+        if (id < v->om->nrunpos)
+            v->om->runpos[id] = 0; /* a run list put there before is gone */
+        keep = om_keeps(&v->stack[v->n - 1]);
+        m = om_slot(v->om, id, keep);
+        if (!m)
+            return keep ? again(v) : 0;
+    } else {
+        size_t s = slot_of(v->sc, id);
+        if (s == SIZE_MAX)
+            return 0; /* never fetched: nothing to keep */
+        m = &v->memo[s];
+    }
+    if (m->type != EMPTY)
         v->epoch++;
-    mt_pv_release(&v->memo[s]);
-    v->memo[s] = v->stack[v->n - 1];
-    pv_ref(&v->memo[s]);
+    mt_pv_release(m);
+    if (!keep) {
+        m->type = EMPTY; /* what is put over it is not kept: the id now fetches nothing */
+        return 0;
+    }
+    *m = v->stack[v->n - 1];
+    pv_ref(m);
     return 0;
 }
 
+static int run_fetch(struct vm *v, uint64_t id);
+
 static inline int memo_get(struct vm *v, uint64_t id)
 {
-    size_t s = slot_of(v->sc, id);
-    if (s == SIZE_MAX || v->memo[s].type == EMPTY)
-        return bad(v, "memo id not defined");
-    pv_ref(&v->memo[s]);
-    return push(v, &v->memo[s]);
+    struct mt_pv *m = memo_at(v, id);
+    if (!m)
+        return v->om ? run_fetch(v, id) : bad(v, "memo id not defined");
+    pv_ref(m);
+    return push(v, m);
 }
 
 /* Lists made of a run of memo fetches (PyTorch's frames lists: the same frame dicts,
@@ -923,33 +1063,6 @@ static void runs_clear(struct runs *r)
     r->items = 0;
 }
 
-/* Two lanes, so that each multiply waits on half as many before it. */
-static uint64_t hash_bytes(const unsigned char *p, size_t n)
-{
-    uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0xc2b2ae3d27d4eb4full;
-    size_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-        uint64_t x, y;
-        memcpy(&x, p + k, 8);
-        memcpy(&y, p + k + 8, 8);
-        a = (a ^ x) * 0xff51afd7ed558ccdull;
-        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
-        a ^= a >> 29;
-        b ^= b >> 31;
-    }
-    if (k < n) {
-        uint64_t x = 0, y = 0;
-        size_t t = n - k;
-        memcpy(&x, p + k, t < 8 ? t : 8);
-        if (t > 8)
-            memcpy(&y, p + k + 8, t - 8);
-        a = (a ^ x) * 0xff51afd7ed558ccdull;
-        b = (b ^ y) * 0xc4ceb9fe1a85ec53ull;
-    }
-    a ^= b * 0x9e3779b97f4a7c15ull;
-    return a ^ (a >> 32);
-}
-
 static int unshare(struct vm *v, struct mt_pv *a)
 {
     struct mt_pbox *s = a->u.c, *b = new_box(MT_PV_LIST);
@@ -971,100 +1084,210 @@ static int unshare(struct vm *v, struct mt_pv *a)
     return 0;
 }
 
-/* At an EMPTY_LIST at pos: EMPTY_LIST [a memo put never fetched] MARK (BINGET |
- * LONG_BINGET)+ APPENDS, not followed by another MARK. Pushes the list and sets *next
- * past it, or returns 0 and leaves everything to the opcodes one by one (which also
- * give any error). */
-static int run_list(struct vm *v, size_t pos, size_t *next)
+/* Whether a list put in the memo as id here may be left out of it: the scan saw no
+ * fetch of it, or a read in one pass has nothing there (it remembers where the run
+ * is instead, see run_list). */
+static int put_lost(struct vm *v, uint64_t id)
+{
+    if (v->om)
+        return !memo_at(v, id);
+    return slot_of(v->sc, id) == SIZE_MAX;
+}
+
+/* The shape run_list takes, at an EMPTY_LIST at pos: [a memo put] MARK (BINGET |
+ * LONG_BINGET)+ APPENDS, not followed by another MARK. 1 with the fetches in
+ * buf[*run .. *end) (APPENDS at *end) and the memo put (*memoize: MEMOIZE; *id: the
+ * id of a BINPUT or LONG_BINPUT, else UINT64_MAX), or 0. */
+static int run_shape(const struct vm *v, size_t pos, size_t *run, size_t *end, int *memoize,
+                     uint64_t *id, uint64_t *hash)
 {
     const unsigned char *b = v->buf;
     size_t i = pos + 1, len = v->len;
-    int memoize = 0;
+    *memoize = 0;
+    *id = UINT64_MAX;
     if (i < len && b[i] == OP_MEMOIZE) {
-        if (slot_of(v->sc, v->next_memo) != SIZE_MAX)
-            return 0;
-        memoize = 1;
+        *memoize = 1;
         i++;
     } else if (i + 1 < len && (b[i] == OP_BINPUT || b[i] == OP_LONG_BINPUT)) {
         int w = b[i] == OP_BINPUT ? 1 : 4;
         if (i + (size_t)w >= len)
             return 0;
-        uint64_t id = le(b + i + 1, w);
-        if (id >= len || slot_of(v->sc, id) != SIZE_MAX)
+        *id = le(b + i + 1, w);
+        if (*id >= len)
             return 0;
         i += 1 + (size_t)w;
     }
     if (i >= len || b[i] != OP_MARK)
         return 0;
-    size_t run = ++i;
-    for (;;) {
-        if (i + 5 <= len && b[i] == OP_LONG_BINGET)
-            i += 5;
-        else if (i + 2 <= len && b[i] == OP_BINGET)
-            i += 2;
-        else
+    size_t r = ++i;
+    /* BINGET and LONG_BINGET told apart without a branch (their mix in a frames list
+     * follows no pattern a predictor learns), the hash of the fetches made on the way;
+     * a run that ends within 5 bytes of the input's end is left to the opcodes */
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    /* two fetches a turn: the second's opcode byte is loaded at both places it may be
+     * before the first is known, which halves the chain of loads a turn waits on */
+    while (i + 10 <= len && (b[i] | 2) == OP_LONG_BINGET) {
+        int wide = b[i] == OP_LONG_BINGET;
+        unsigned near = b[i + 2], far = b[i + 5], op2 = wide ? far : near;
+        uint32_t w = (uint32_t)le(b + i + 1, 4);
+        h = (h ^ ((wide ? w : w & 0xff) * 2ull + (unsigned)wide)) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+        i += wide ? 5 : 2;
+        if ((op2 | 2) != OP_LONG_BINGET)
             break;
+        wide = op2 == OP_LONG_BINGET;
+        w = (uint32_t)le(b + i + 1, 4);
+        h = (h ^ ((wide ? w : w & 0xff) * 2ull + (unsigned)wide)) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+        i += wide ? 5 : 2;
     }
-    if (i >= len || b[i] != OP_APPENDS || i == run || i - run > RUN_MAX ||
+    while (i + 5 <= len && (b[i] | 2) == OP_LONG_BINGET) {
+        uint32_t w = (uint32_t)le(b + i + 1, 4);
+        int wide = b[i] == OP_LONG_BINGET;
+        h = (h ^ ((wide ? w : w & 0xff) * 2ull + (unsigned)wide)) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+        i += wide ? 5 : 2;
+    }
+    if (i >= len || b[i] != OP_APPENDS || i == r || i - r > RUN_MAX ||
         (i + 1 < len && b[i + 1] == OP_MARK))
         return 0;
-    int32_t index;
-    if (role_of(v, MT_PV_LIST, v->n, &index) != ROLE_NONE)
-        return 0;
+    *run = r;
+    *end = i;
+    *hash = h ^ (i - r);
+    return 1;
+}
+
+/* The list of the fetches in buf[run .. end) of hash h (a new reference), the same
+ * box while the memo does not change; NULL when a fetch finds nothing or out of
+ * memory. */
+static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end, uint64_t h)
+{
+    const unsigned char *b = v->buf;
     if (!v->runs && (v->runs = calloc(1, sizeof(*v->runs))) == NULL)
-        return 0;
+        return NULL;
     struct runs *r = v->runs;
     if (r->epoch != v->epoch) {
         runs_clear(r);
         r->epoch = v->epoch;
     }
-    size_t n = i - run;
-    uint64_t h = hash_bytes(b + run, n);
+    size_t n = end - run;
     size_t slot = (size_t)h & (RUNS_CAP - 1);
     while (r->len[slot] &&
            !(r->hash[slot] == h && r->len[slot] == n && memcmp(r->at[slot], b + run, n) == 0))
         slot = (slot + 1) & (RUNS_CAP - 1);
-    struct mt_pv x = {.type = MT_PV_LIST};
     if (r->len[slot]) {
-        x.u.c = r->box[slot];
-        x.u.c->refs++;
-    } else {
-        struct mt_pbox *box = new_box(MT_PV_LIST);
-        if (!box)
-            return 0;
-        x.u.c = box;
-        for (size_t k = run; k < i; k += b[k] == OP_BINGET ? 2 : 5) {
-            size_t s = slot_of(v->sc, le(b + k + 1, b[k] == OP_BINGET ? 1 : 4));
-            const struct mt_pv *it = s == SIZE_MAX ? NULL : &v->memo[s];
-            if (!it || it->type == EMPTY ||
-                (is_box(it) && it->u.c->height + 1 > MT_PICKLE_MAX_DEPTH) ||
-                box_add(box, it) != 0) {
-                mt_pv_release(&x);
-                return 0;
-            }
-            pv_ref(it);
-            if (is_box(it)) {
-                it->u.c->frozen = 1;
-                if (it->u.c->height + 1 > box->height)
-                    box->height = (uint8_t)(it->u.c->height + 1);
-            }
+        r->box[slot]->refs++;
+        return r->box[slot];
+    }
+    struct mt_pbox *box = new_box(MT_PV_LIST);
+    if (!box)
+        return NULL;
+    box->run = 1;
+    struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
+    for (size_t k = run; k < end; k += b[k] == OP_BINGET ? 2 : 5) {
+        const struct mt_pv *it = memo_at(v, le(b + k + 1, b[k] == OP_BINGET ? 1 : 4));
+        if (!it || (is_box(it) && it->u.c->height + 1 > MT_PICKLE_MAX_DEPTH) ||
+            box_add(box, it) != 0) {
+            mt_pv_release(&x);
+            return NULL;
         }
-        if (r->n < RUNS_CAP / 2 && r->items + box->n <= RUNS_ITEMS) {
-            r->items += box->n;
-            box->shared = 1;
-            box->refs++;
-            r->hash[slot] = h;
-            r->at[slot] = b + run;
-            r->len[slot] = (uint32_t)n;
-            r->box[slot] = box;
-            r->n++;
+        pv_ref(it);
+        if (is_box(it)) {
+            it->u.c->frozen = 1;
+            if (it->u.c->height + 1 > box->height)
+                box->height = (uint8_t)(it->u.c->height + 1);
         }
     }
-    if (push(v, &x) != 0)
+    if (r->n < RUNS_CAP / 2 && r->items + box->n <= RUNS_ITEMS) {
+        r->items += box->n;
+        box->shared = 1;
+        box->refs++;
+        r->hash[slot] = h;
+        r->at[slot] = b + run;
+        r->len[slot] = (uint32_t)n;
+        r->box[slot] = box;
+        r->n++;
+    }
+    return box;
+}
+
+/* A read in one pass remembers where each run list put in the memo starts
+ * (position + 1, 0 when unknown), to build it again if it is fetched; valid while
+ * the memo does not change (epoch). */
+static void runpos_note(struct vm *v, uint64_t id, size_t pos)
+{
+    struct omemo *m = v->om;
+    if (m->runpos_epoch != v->epoch) {
+        memset(m->runpos, 0, m->nrunpos * sizeof(*m->runpos));
+        m->runpos_epoch = v->epoch;
+    }
+    if (id >= m->nrunpos) {
+        size_t n = m->nrunpos ? m->nrunpos : 4096;
+        while (n <= id)
+            n *= 2;
+        uint32_t *p = realloc(m->runpos, n * sizeof(*p));
+        if (!p)
+            return; /* unknown: a fetch of it gives up the read */
+        memset(p + m->nrunpos, 0, (n - m->nrunpos) * sizeof(*p));
+        m->runpos = p;
+        m->nrunpos = n;
+    }
+    m->runpos[id] = pos < UINT32_MAX - 1 ? (uint32_t)pos + 1 : 0;
+}
+
+/* A read in one pass fetches run list id: pushes it built again, or gives up. */
+static int run_fetch(struct vm *v, uint64_t id)
+{
+    struct omemo *m = v->om;
+    size_t run, end;
+    int memoize;
+    uint64_t put, h;
+    if (id >= m->nrunpos || !m->runpos[id] || m->runpos_epoch != v->epoch ||
+        !run_shape(v, m->runpos[id] - 1, &run, &end, &memoize, &put, &h))
+        return again(v);
+    struct mt_pbox *box = run_box(v, run, end, h);
+    if (!box)
+        return again(v);
+    /* read again far behind: given back again, as drop_pages would */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), from = run / page * page;
+    size_t to = (end + page) / page * page;
+    if (to > v->dropped)
+        to = v->dropped;
+    if (from < to)
+        madvise((void *)(uintptr_t)(v->buf + from), to - from, MADV_DONTNEED);
+    box->frozen = 1; /* as the list first built was, inside its entry */
+    struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
+    return push(v, &x);
+}
+
+/* At an EMPTY_LIST at pos, a list of the shape of run_shape that the memo need not
+ * keep: pushes the list and sets *next past it, or returns 0 and leaves everything
+ * to the opcodes one by one (which also give any error). */
+static int run_list(struct vm *v, size_t pos, size_t *next)
+{
+    size_t run, end;
+    int memoize;
+    uint64_t id, h;
+    if (!run_shape(v, pos, &run, &end, &memoize, &id, &h))
         return 0;
     if (memoize)
+        id = v->next_memo;
+    if (id != UINT64_MAX && !put_lost(v, id))
+        return 0;
+    int32_t index;
+    if (role_of(v, MT_PV_LIST, v->n, &index) != ROLE_NONE)
+        return 0;
+    struct mt_pbox *box = run_box(v, run, end, h);
+    if (!box)
+        return 0;
+    struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
+    if (push(v, &x) != 0)
+        return 0;
+    if (v->om && id != UINT64_MAX)
+        runpos_note(v, id, pos);
+    if (memoize)
         v->next_memo++;
-    *next = i + 1;
+    *next = end + 1;
     return 1;
 }
 
@@ -1075,6 +1298,8 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
     struct mt_pv x = {.type = MT_PV_NONE};
     switch (op) {
     case OP_PROTO:
+        /* the scan refused the others; a read in one pass leaves that to it */
+        return v->om && (a[0] < 2 || a[0] > 5) ? again(v) : 0;
     case OP_FRAME:
         return 0;
     case OP_STOP:
@@ -1230,7 +1455,8 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
     struct scan sc;
     memset(&sc, 0, sizeof(sc));
     int drop = opts && opts->drop_behind;
-    int rc = scan(buf, len, drop, &sc, err);
+    int one = opts && opts->one_pass && opts->item && opts->key;
+    int rc = one ? 0 : scan(buf, len, drop, &sc, err);
     if (rc) {
         free(sc.bits);
         free(sc.rank);
@@ -1245,28 +1471,45 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
     v.o = opts && opts->item && opts->key ? opts : NULL;
     if (!spares)
         spares = calloc(1, sizeof(*spares)); /* without it, boxes are simply freed */
-    v.memo = calloc(sc.nslots ? sc.nslots : 1, sizeof(*v.memo));
-    if (!v.memo) {
-        rc = nomem(&v);
-        goto out;
+    if (one) {
+        if ((v.om = calloc(1, sizeof(*v.om))) == NULL) {
+            rc = nomem(&v);
+            goto out;
+        }
+        for (size_t k = 0; k < OM_DIRECT; k++)
+            v.om->direct[k].type = EMPTY;
+    } else {
+        v.memo = calloc(sc.nslots ? sc.nslots : 1, sizeof(*v.memo));
+        if (!v.memo) {
+            rc = nomem(&v);
+            goto out;
+        }
+        for (size_t k = 0; k < sc.nslots; k++)
+            v.memo[k].type = EMPTY;
     }
-    for (size_t k = 0; k < sc.nslots; k++)
-        v.memo[k].type = EMPTY;
     int stop = 0;
-    size_t pos = 0, dropped = 0, next_drop = DROP_STEP;
+    size_t pos = 0, next_drop = DROP_STEP;
     if (drop)
-        drop_pages(buf, len, 0, &dropped);
+        drop_pages(buf, len, 0, &v.dropped);
     while (!stop) {
         if (pos >= next_drop) {
             if (drop)
-                drop_pages(buf, len, pos, &dropped);
+                drop_pages(buf, len, pos, &v.dropped);
             next_drop = pos + DROP_STEP;
+        }
+        if (pos >= len) { /* no STOP: only a read in one pass, without the scan, gets here */
+            rc = again(&v);
+            goto out;
         }
         v.off = pos;
         unsigned op = buf[pos];
         if (op == OP_EMPTY_LIST && run_list(&v, pos, &pos))
             continue;
-        int64_t a = arg_len(op, buf + pos + 1, len - pos - 1); /* checked by the scan */
+        int64_t a = arg_len(op, buf + pos + 1, len - pos - 1);
+        if (a < 0) { /* not ours, or past the end: as above */
+            rc = again(&v);
+            goto out;
+        }
         rc = step(&v, op, buf + pos + 1, (size_t)a, &stop);
         if (rc)
             goto out;
@@ -1283,7 +1526,7 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
     *out = v.stack[0];
     v.n = 0;
 out:
-    if (v.again)
+    if (v.again || (one && rc != 0))
         rc = MT_PICKLE_AGAIN;
     while (v.n)
         mt_pv_release(&v.stack[--v.n]);
@@ -1299,6 +1542,7 @@ out:
     if (v.runs)
         runs_clear(v.runs);
     free(v.runs);
+    om_free(v.om);
     free(v.memo);
     free(v.stack);
     free(v.marks);

@@ -6,10 +6,11 @@
  * that would import a name or call one (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST,
  * OBJ, NEWOBJ, NEWOBJ_EX, PERSID, BINPERSID, EXT1/2/4) is refused by a scan of the
  * whole input before anything is built, with one error naming the opcode and its
- * offset. Tuples read as lists. Integers that fit in int64 read as integers; wider
- * ones (LONG1/LONG4 up to 1024 bytes) keep their bytes (MT_PV_BIG), and read as
- * strings of decimal digits in jansson, exactly, so that a caller can take an address
- * in [2^63, 2^64) as a uint64 and refuse anything wider. Limits, against the input:
+ * offset (a streaming read may skip the scan: opts->one_pass). Tuples read as lists.
+ * Integers that fit in int64 read as integers; wider ones (LONG1/LONG4 up to 1024
+ * bytes) keep their bytes (MT_PV_BIG), and read as strings of decimal digits in
+ * jansson, exactly, so that a caller can take an address in [2^63, 2^64) as a uint64
+ * and refuse anything wider. Limits, against the input:
  * nesting depth MT_PICKLE_MAX_DEPTH, memo ids below the input's size, a container
  * may not be changed once it is inside another (which also rules out cycles).
  *
@@ -75,7 +76,7 @@ struct mt_pbox {
     size_t streamed; /* items handed to the stream callback */
     int32_t index;   /* the reader's own bookkeeping from here */
     uint32_t adopted;
-    uint8_t kind, frozen, role, height, shared;
+    uint8_t kind, frozen, role, height, shared, item, run;
 };
 
 /* How a read streams; all fields may be 0. */
@@ -87,6 +88,13 @@ struct mt_pickle_opts {
     void *ctx;
     int drop_behind; /* buf is a page-aligned read-only file mapping: pages read are
                         given back as the reader goes (madvise), to keep RSS small */
+    /* Streaming only: read in one pass, without the scan. The memo then keeps every
+     * value put but the streamed items and the lists put while one is on the stack
+     * (PyTorch's entries and their frames lists), and the read gives up, returning
+     * MT_PICKLE_AGAIN, at anything else: a fetch of a value not kept, too many kept,
+     * an opcode not ours, any error. Read again without it for the scan, which
+     * refuses what it must before anything is built, and for the error's text. */
+    int one_pass;
 };
 
 /* Returned by mt_pickle_read when the streaming read cannot stand: the input does not

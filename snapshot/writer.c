@@ -71,6 +71,8 @@ static int write_all(int fd, const void *buf, size_t len)
 
 struct mt_writer {
     int fd;
+    uint8_t *mem; /* a memory writer's chunks (fd -1) */
+    size_t mem_len, mem_cap;
     unsigned flags;
     char *path; /* atomic: where the file goes at the end */
     char *tmp;  /* atomic: where it is written */
@@ -156,6 +158,16 @@ static int write_chunk(struct mt_writer *w, int type, size_t len, size_t time_fr
     mt_put_u32(h + 8, (uint32_t)len);
     mt_put_u32(h + 12, (uint32_t)crc32(0, h + MT_CHUNK_HEADER_LEN, (uInt)stored));
     mt_put_u32(h + 16, (uint32_t)crc32(0, h, 16));
+    if (w->fd < 0) {
+        if (grow(&w->mem, &w->mem_cap, w->mem_len + MT_CHUNK_HEADER_LEN + stored) < 0) {
+            w->failed = 1;
+            return MEMTRACE_ENOMEM;
+        }
+        memcpy(w->mem + w->mem_len, w->out, MT_CHUNK_HEADER_LEN + stored);
+        w->mem_len += MT_CHUNK_HEADER_LEN + stored;
+        w->bytes += MT_CHUNK_HEADER_LEN + stored;
+        return 0;
+    }
     int rc = write_all(w->fd, w->out, MT_CHUNK_HEADER_LEN + stored);
     if (rc < 0) {
         /* A partial chunk may be on disk: anything after it would read as a corrupt
@@ -186,6 +198,7 @@ static void writer_free(struct mt_writer *w)
     free(w->tbuf);
     free(w->raw);
     free(w->out);
+    free(w->mem);
     free(w);
     errno = e;
 }
@@ -258,6 +271,42 @@ int mt_writer_open(struct mt_writer **out, const char *path, unsigned flags)
     w->bytes = sizeof(h);
     *out = w;
     return 0;
+}
+
+int mt_writer_open_mem(struct mt_writer **out)
+{
+    struct mt_writer *w = calloc(1, sizeof(*w));
+    *out = NULL;
+    if (w == NULL)
+        return MEMTRACE_ENOMEM;
+    w->fd = -1;
+    if (deflateInit(&w->zs, MT_ZLIB_LEVEL) != Z_OK) {
+        free(w);
+        return MEMTRACE_ENOMEM;
+    }
+    *out = w;
+    return 0;
+}
+
+int mt_writer_take(struct mt_writer *w, struct mt_writer *mem)
+{
+    int rc = 0;
+    if (w->fd < 0 || mem->fd >= 0 || w->nstrings || w->nframes || w->nstacks)
+        rc = MEMTRACE_EINVAL;
+    else if (mem->failed || w->failed)
+        rc = MEMTRACE_EIO;
+    else if ((rc = write_all(w->fd, mem->mem, mem->mem_len)) < 0) {
+        w->failed = 1;
+        errno = -rc;
+        rc = MEMTRACE_EIO;
+    } else {
+        w->bytes += mem->mem_len;
+        w->nstrings = mem->nstrings;
+        w->nframes = mem->nframes;
+        w->nstacks = mem->nstacks;
+    }
+    writer_free(mem);
+    return rc;
 }
 
 /* Writes a JSON object chunk; the first META chunk gets "format_version". */

@@ -42,6 +42,17 @@ struct mt_frame_rec {
  * 0, MEMTRACE_EIO (errno kept) or MEMTRACE_ENOMEM. */
 int mt_writer_open(struct mt_writer **out, const char *path, unsigned flags);
 
+/* A writer whose chunks stay in memory, for mt_writer_take: no header, no file, and
+ * every call below but mt_writer_end works on it. 0 or MEMTRACE_ENOMEM. */
+int mt_writer_open_mem(struct mt_writer **out);
+
+/* Writes the chunks that the memory writer mem holds after those of w (a file
+ * writer that has written no table yet, its META at most) with one write(2); w's
+ * tables then continue after mem's. mem is freed whatever the result. 0,
+ * MEMTRACE_EINVAL (w or mem of the wrong kind), MEMTRACE_EIO (errno kept; or mem
+ * failed before). */
+int mt_writer_take(struct mt_writer *w, struct mt_writer *mem);
+
 /* Metadata as a JSON object text; a later META chunk adds to and overrides keys of
  * earlier ones. MEMTRACE_EINVAL if json is not an object. */
 int mt_writer_meta(struct mt_writer *w, const char *json);
@@ -78,5 +89,27 @@ void mt_writer_abort(struct mt_writer *w);
 
 /* Bytes written so far. */
 uint64_t mt_writer_bytes(const struct mt_writer *w);
+
+/* A memory writer (mt_writer_open_mem) fed on a thread of its own: each call below
+ * queues a copy of its arguments (the strings' pointers, not their bytes, which must
+ * stay as they are until the end) and returns, waiting only while several calls are
+ * queued already; the thread makes the chunks. The calls' rules are the writer's; an
+ * error shows in the return of a later call and at the end. */
+struct mt_wthread;
+
+/* 0, or MEMTRACE_ENOMEM (no memory, or no thread). */
+int mt_wthread_start(struct mt_wthread **out);
+int mt_wthread_strings(struct mt_wthread *t, uint32_t first_id, size_t n, const char *const *s);
+int mt_wthread_frames(struct mt_wthread *t, uint32_t first_id, size_t n,
+                      const struct mt_frame_rec *f);
+int mt_wthread_stacks(struct mt_wthread *t, uint32_t first_id, size_t n, const uint32_t *parent,
+                      const uint32_t *frame);
+int mt_wthread_events(struct mt_wthread *t, const struct memtrace_event *ev, size_t n);
+/* Waits for the queued calls and ends the thread; t is freed. 0 with *mem the memory
+ * writer (for mt_writer_take), or the first error with *mem NULL. */
+int mt_wthread_finish(struct mt_wthread *t, struct mt_writer **mem);
+/* Ends the thread, dropping what is queued and what was written; t is freed. NULL
+ * is nothing. */
+void mt_wthread_cancel(struct mt_wthread *t);
 
 #endif

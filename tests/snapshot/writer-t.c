@@ -47,10 +47,52 @@ static void random_event(uint64_t *s, struct memtrace_event *e, const struct mem
 }
 
 /* Writes a random file for seed and reads it back; returns events that differ. */
-static void round_trip(uint64_t seed)
+/* round_trip's writer: the file's, or (threaded) a memory writer on its own thread
+ * whose chunks the file's takes at the end. */
+struct sink {
+    struct mt_writer *w;
+    struct mt_wthread *t;
+};
+
+static int sink_strings(struct sink *k, uint32_t first, size_t n, const char *const *s)
+{
+    return k->t ? mt_wthread_strings(k->t, first, n, s) : mt_writer_strings(k->w, first, n, s);
+}
+
+static int sink_frames(struct sink *k, uint32_t first, size_t n, const struct mt_frame_rec *f)
+{
+    return k->t ? mt_wthread_frames(k->t, first, n, f) : mt_writer_frames(k->w, first, n, f);
+}
+
+static int sink_stacks(struct sink *k, uint32_t first, size_t n, const uint32_t *parent,
+                       const uint32_t *frame)
+{
+    return k->t ? mt_wthread_stacks(k->t, first, n, parent, frame)
+                : mt_writer_stacks(k->w, first, n, parent, frame);
+}
+
+static int sink_events(struct sink *k, const struct memtrace_event *ev, size_t n)
+{
+    return k->t ? mt_wthread_events(k->t, ev, n) : mt_writer_events(k->w, ev, n);
+}
+
+/* The threaded sink's chunks into the file, after its META. */
+static int sink_take(struct sink *k)
+{
+    struct mt_writer *mem;
+    if (!k->t)
+        return 0;
+    int rc = mt_wthread_finish(k->t, &mem);
+    k->t = NULL;
+    return rc ? rc : mt_writer_take(k->w, mem);
+}
+
+static void round_trip(uint64_t seed, int threaded)
 {
     char path[128];
     snprintf(path, sizeof(path), "%s/random-%llu.memtrace", dir, (unsigned long long)seed);
+    if (threaded)
+        seed += 100;
     uint64_t s = seed * 7919 + 3;
     size_t total = 3000 + rnd_next(&s) % 5000;
     struct memtrace_event *ev = calloc(total, sizeof(*ev));
@@ -60,9 +102,10 @@ static void round_trip(uint64_t seed)
     uint32_t nstr = 0, nfr = 0, nst = 0;
     int chunks = 0, bad_calls = 0;
 
-    struct mt_writer *w;
-    if (mt_writer_open(&w, path, 0) != 0)
+    struct sink sk = {NULL, NULL};
+    if (mt_writer_open(&sk.w, path, 0) != 0 || (threaded && mt_wthread_start(&sk.t) != 0))
         bail_out("cannot create test file");
+    struct mt_writer *w = sk.w;
     bad_calls += mt_writer_meta(w, "{\"pid\": 42, \"host\": \"a\"}") != 0;
     for (size_t done = 0; done < total;) {
         /* a table chunk of each kind now and then, before the events that use it */
@@ -72,7 +115,7 @@ static void round_trip(uint64_t seed)
                 strs[nstr + i] = malloc(40);
                 snprintf(strs[nstr + i], 40, "s%llu-%u", (unsigned long long)seed, nstr + i + 1);
             }
-            bad_calls += mt_writer_strings(w, nstr + 1, k, (const char *const *)strs + nstr) != 0;
+            bad_calls += sink_strings(&sk, nstr + 1, k, (const char *const *)strs + nstr) != 0;
             nstr += k;
             chunks++;
         }
@@ -87,7 +130,7 @@ static void round_trip(uint64_t seed)
                 f->file = (uint32_t)(rnd_next(&s) % (nstr + 1));
                 f->line = (uint32_t)rnd_value(&s);
             }
-            bad_calls += mt_writer_frames(w, nfr + 1, k, frames + nfr) != 0;
+            bad_calls += sink_frames(&sk, nfr + 1, k, frames + nfr) != 0;
             nfr += k;
             chunks++;
         }
@@ -97,7 +140,7 @@ static void round_trip(uint64_t seed)
                 parent[nst + i] = (uint32_t)(rnd_next(&s) % (nst + i + 1));
                 frame[nst + i] = 1 + (uint32_t)(rnd_next(&s) % nfr);
             }
-            bad_calls += mt_writer_stacks(w, nst + 1, k, parent + nst, frame + nst) != 0;
+            bad_calls += sink_stacks(&sk, nst + 1, k, parent + nst, frame + nst) != 0;
             nst += k;
             chunks++;
         }
@@ -106,13 +149,15 @@ static void round_trip(uint64_t seed)
             n = total - done;
         for (size_t i = 0; i < n; i++)
             random_event(&s, &ev[done + i], done + i ? &ev[done + i - 1] : NULL, nst, nstr);
-        bad_calls += mt_writer_events(w, ev + done, n) != 0;
+        bad_calls += sink_events(&sk, ev + done, n) != 0;
         done += n;
         chunks++;
     }
+    bad_calls += sink_take(&sk) != 0;
     bad_calls += mt_writer_meta(w, "{\"host\": \"b\", \"rank\": 3}") != 0;
     bad_calls += mt_writer_end(w, "{\"events\": 1, \"dropped\": 0, \"overflowed\": 0}") != 0;
-    is_int(0, bad_calls, "seed %llu: %d writer calls succeed", (unsigned long long)seed, chunks);
+    is_int(0, bad_calls, "seed %llu: %d writer calls succeed%s", (unsigned long long)seed, chunks,
+           threaded ? " (tables and events on a thread, into memory, taken after META)" : "");
 
     struct memtrace_reader *r;
     struct memtrace_errinfo err;
@@ -181,6 +226,26 @@ static void round_trip(uint64_t seed)
     free(parent);
     free(frame);
     free(ev);
+}
+
+/* mt_writer_take wants a file writer with no table yet and a memory writer; the
+ * memory writer is freed either way. */
+static void take_rules(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/take.memtrace", dir);
+    struct mt_writer *w, *mem[3];
+    const char *s[] = {"a"};
+    if (mt_writer_open(&w, path, 0) != 0 || mt_writer_open_mem(&mem[0]) != 0 ||
+        mt_writer_open_mem(&mem[1]) != 0 || mt_writer_open_mem(&mem[2]) != 0)
+        bail_out("cannot open writers");
+    int rc = mt_writer_strings(w, 1, 1, s);
+    is_int(MEMTRACE_EINVAL, mt_writer_take(w, mem[0]), "take: refused after a table of its own");
+    is_int(MEMTRACE_EINVAL, mt_writer_take(mem[1], mem[2]), "take: refused into a memory writer");
+    rc = rc ? rc : mt_writer_end(w, NULL);
+    is_int(0, rc, "take: the file writer still ends");
+    mt_writer_abort(mem[1]);
+    unlink(path);
 }
 
 static void state_round_trip(void)
@@ -458,7 +523,10 @@ int main(void)
     if (mkdtemp(dir) == NULL)
         bail_out("mkdtemp failed");
     for (uint64_t seed = 1; seed <= 6; seed++)
-        round_trip(seed);
+        round_trip(seed, 0);
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        round_trip(seed, 1);
+    take_rules();
     state_round_trip();
     contract_errors();
     create_rules();

@@ -1,0 +1,258 @@
+/* pickle-t: snapshot/pickle.c's streaming read in one pass against the read with
+ * the scan, on pickles that Python's own pickler writes: frames lists fetched again
+ * thousands of entries later (built again from their bytes), an entry fetched again
+ * (the one-pass read gives up, the read whole does not), and a pickle that would
+ * call code (refused by the scan; the one-pass read gives up before building it). */
+#include "config.h"
+
+#include "pickle.h"
+
+#include "tap.h"
+#include "util.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[64];
+
+static const char gen_py[] =
+    "import pickle, sys\n"
+    "d = sys.argv[1]\n"
+    "fr = [{'name': 'f%d' % i, 'filename': 'x.py', 'line': i} for i in range(40)]\n"
+    "trace = []\n"
+    "for k in range(5000):\n"
+    "    trace.append({'action': 'alloc', 'addr': 4096 * k, 'size': 512 + k,\n"
+    "                  'frames': [fr[(k + j) % 40] for j in range(3 + k % 20)]})\n"
+    "    if k >= 3000:\n"
+    "        a = trace[2 * (k - 3000)]\n"
+    "        trace.append({'action': 'free_requested', 'addr': a['addr'],\n"
+    "                      'frames': a['frames']})\n"
+    "snap = {'segments': [], 'device_traces': [trace], 'allocator_settings': {'x': 1}}\n"
+    "pickle.dump(snap, open(d + '/shared.pickle', 'wb'), protocol=4)\n"
+    "e = trace[0]\n"
+    "snap['device_traces'] = [[e, trace[1], e]]\n"
+    "pickle.dump(snap, open(d + '/again.pickle', 'wb'), protocol=4)\n"
+    "trace = []\n"
+    "for k in range(150000):\n"
+    "    trace.append({'action': 'alloc', 'addr': 4096 * k, 'size': 512 + k,\n"
+    "                  'frames': [fr[(k + j) % 40] for j in range(3 + k % 20)]})\n"
+    "    if k >= 100000:\n"
+    "        a = trace[2 * (k - 100000)]\n"
+    "        trace.append({'action': 'free_requested', 'addr': a['addr'],\n"
+    "                      'frames': a['frames']})\n"
+    "snap['device_traces'] = [trace]\n"
+    "pickle.dump(snap, open(d + '/far.pickle', 'wb'), protocol=4)\n";
+
+/* What the callback saw: each item as compact JSON, one a line. */
+struct seen {
+    char *text;
+    size_t len, items, frames_max;
+};
+
+static int item(void *ctx, int32_t list, size_t k, const struct mt_pv *v)
+{
+    struct seen *s = ctx;
+    json_t *j = mt_pv_to_json(v);
+    char *t = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    size_t n = t ? strlen(t) : 0;
+    char *g = t && list == 0 && k == s->items ? realloc(s->text, s->len + n + 2) : NULL;
+    if (!g) {
+        free(t);
+        return 1;
+    }
+    s->text = g;
+    memcpy(s->text + s->len, t, n);
+    s->len += n;
+    s->text[s->len++] = '\n';
+    s->text[s->len] = 0;
+    free(t);
+    size_t nf = mt_pv_len(mt_pv_get(v, "frames"));
+    if (nf > s->frames_max)
+        s->frames_max = nf;
+    s->items++;
+    return 0;
+}
+
+/* Reads path streaming, in one pass or with the scan; rc, and what was seen. */
+static int read_streaming(const char *path, int one_pass, struct seen *s, struct mt_pv *root,
+                          struct mt_pickle_error *err)
+{
+    size_t len;
+    uint8_t *buf = slurp(path, &len);
+    if (!buf)
+        bail_out("cannot read a pickle written by python3");
+    memset(s, 0, sizeof(*s));
+    struct mt_pickle_opts o = {
+        .key = "device_traces", .item = item, .ctx = s, .one_pass = one_pass};
+    int rc = mt_pickle_read(buf, len, &o, root, err);
+    if (rc == 0)
+        mt_pv_release(root);
+    free(buf);
+    return rc;
+}
+
+static void shared_frames(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/shared.pickle", dir);
+    struct seen one, two;
+    struct mt_pv root;
+    struct mt_pickle_error err;
+    int rc1 = read_streaming(path, 1, &one, &root, &err);
+    int rc2 = read_streaming(path, 0, &two, &root, &err);
+    is_int(0, rc1, "shared frames lists: the one-pass read stands");
+    is_int(0, rc2, "shared frames lists: the read with the scan stands");
+    is_int(7000, (long long)one.items, "one pass: 7000 entries streamed");
+    ok(one.text && two.text && strcmp(one.text, two.text) == 0,
+       "one pass: every entry as the read with the scan has it (frames fetched "
+       "again included)");
+    is_int(22, (long long)one.frames_max, "one pass: the longest frames list has 22 frames");
+    /* the first free fetches the frames list of the first alloc, 3000 entries back */
+    const char *free0 = one.text ? strstr(one.text, "\"action\":\"free_requested\"") : NULL;
+    ok(free0 && strstr(free0, "\"addr\":0,") &&
+           strstr(free0, "{\"filename\":\"x.py\",\"line\":2,\"name\":\"f2\"}]"),
+       "one pass: the first free has its alloc's three frames");
+    free(one.text);
+    free(two.text);
+}
+
+/* A digest of a value's whole tree, cheaper than its JSON for 200000 entries. */
+static uint64_t digest(const struct mt_pv *v)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull * (v->type + 1);
+    size_t n;
+    const char *str = mt_pv_str(v, &n);
+    if (str)
+        for (size_t k = 0; k < n; k++)
+            h = (h ^ (unsigned char)str[k]) * 0x100000001b3ull;
+    else if (v->type == MT_PV_INT)
+        h ^= (uint64_t)v->u.i * 0xff51afd7ed558ccdull;
+    else if (v->type == MT_PV_LIST || v->type == MT_PV_DICT)
+        for (size_t k = 0; k < v->u.c->n; k++)
+            h = (h ^ digest(&v->u.c->items[k])) * 0xc4ceb9fe1a85ec53ull + k;
+    return h;
+}
+
+struct digests {
+    uint64_t sum;
+    size_t items;
+};
+
+static int item_digest(void *ctx, int32_t list, size_t k, const struct mt_pv *v)
+{
+    struct digests *d = ctx;
+    if (list != 0 || k != d->items)
+        return 1;
+    d->sum = (d->sum ^ digest(v)) * 0x100000001b3ull;
+    d->items++;
+    return 0;
+}
+
+/* The same on a mapping whose pages the reads give back (drop_behind): the frees at
+ * the end fetch frames lists whose bytes lie megabytes behind. */
+static void far_fetches(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/far.pickle", dir);
+    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0)
+        bail_out("cannot open far.pickle");
+    size_t len = (size_t)sb.st_size;
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        bail_out("cannot map far.pickle");
+    struct digests s[2];
+    int rc[2];
+    for (int one = 0; one < 2; one++) {
+        struct mt_pv root;
+        struct mt_pickle_error err;
+        memset(&s[one], 0, sizeof(s[one]));
+        struct mt_pickle_opts o = {.key = "device_traces",
+                                   .item = item_digest,
+                                   .ctx = &s[one],
+                                   .drop_behind = 1,
+                                   .one_pass = one};
+        rc[one] = mt_pickle_read(map, len, &o, &root, &err);
+        if (rc[one] == 0)
+            mt_pv_release(&root);
+    }
+    ok(len > (8u << 20) && rc[0] == 0 && rc[1] == 0 && s[1].items == 200000,
+       "far fetches: %zu bytes mapped, given back as read: both reads stand, 200000 "
+       "entries",
+       len);
+    ok(s[0].items == s[1].items && s[0].sum == s[1].sum,
+       "far fetches: every entry as the read with the scan has it (digest %016llx)",
+       (unsigned long long)s[1].sum);
+    munmap(map, len);
+}
+
+static void entry_again(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/again.pickle", dir);
+    struct seen s;
+    struct mt_pv root;
+    struct mt_pickle_error err;
+    int rc = read_streaming(path, 1, &s, &root, &err);
+    is_int(MT_PICKLE_AGAIN, rc, "an entry fetched again: the one-pass read gives up");
+    free(s.text);
+    size_t len;
+    uint8_t *buf = slurp(path, &len);
+    rc = buf ? mt_pickle_read(buf, len, NULL, &root, &err) : -1;
+    const struct mt_pv *t = rc == 0 ? mt_pv_at(mt_pv_get(&root, "device_traces"), 0) : NULL;
+    ok(t && mt_pv_len(t) == 3 && mt_pv_at(t, 0)->u.c == mt_pv_at(t, 2)->u.c,
+       "an entry fetched again: read whole, the trace has it twice, shared");
+    if (rc == 0)
+        mt_pv_release(&root);
+    free(buf);
+}
+
+static void hostile(void)
+{
+    /* protocol 2: GLOBAL posix system, a command, TUPLE1, REDUCE, STOP */
+    static const char evil[] = "\x80\x02"
+                               "cposix\nsystem\n"
+                               "X\x05\x00\x00\x00touch"
+                               "\x85R.";
+    struct seen s = {0};
+    struct mt_pickle_opts o = {.key = "device_traces", .item = item, .ctx = &s, .one_pass = 1};
+    struct mt_pv root;
+    struct mt_pickle_error err;
+    memset(&err, 0, sizeof(err));
+    int rc = mt_pickle_read((const unsigned char *)evil, sizeof(evil) - 1, &o, &root, &err);
+    is_int(MT_PICKLE_AGAIN, rc, "GLOBAL: the one-pass read gives up");
+    o.one_pass = 0;
+    rc = mt_pickle_read((const unsigned char *)evil, sizeof(evil) - 1, &o, &root, &err);
+    ok(rc == MEMTRACE_EFORMAT && strstr(err.text, "GLOBAL at offset 2") && s.items == 0,
+       "GLOBAL: the read with the scan refuses it, naming it: %s", err.text);
+    free(s.text);
+}
+
+int main(void)
+{
+    if (system("command -v python3 >/dev/null 2>&1") != 0)
+        skip_all("python3 is not installed");
+    snprintf(dir, sizeof(dir), "/tmp/pickle-t.XXXXXX");
+    if (!mkdtemp(dir))
+        bail_out("cannot make a scratch folder");
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "cat > %s/gen.py && python3 %s/gen.py %s", dir, dir, dir);
+    FILE *p = popen(cmd, "w");
+    if (!p || fwrite(gen_py, 1, sizeof(gen_py) - 1, p) != sizeof(gen_py) - 1 || pclose(p) != 0)
+        bail_out("python3 could not write the pickles");
+    plan(12);
+    shared_frames();
+    far_fetches();
+    entry_again();
+    hostile();
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        diag("could not remove %s", dir);
+    return exit_status();
+}
