@@ -331,8 +331,10 @@ static int stacks(void)
 long long fake_cuda_info_calls_unrelaxed(void);
 
 /* Holds 3 MiB for ms milliseconds, frees it, waits ms/2 more: long enough for the
- * sampler to see both. Prints the pointer, the fake's calls, and how many of its
- * cuMemGetInfo_v2 calls came from a thread outside relaxed capture mode. */
+ * sampler to see both. Prints the pointer, the CLOCK_MONOTONIC time just before it
+ * reads the fake's calls ("T counted ns": the sampler goes on after it), the calls,
+ * and how many of its cuMemGetInfo_v2 calls came from a thread outside relaxed
+ * capture mode. */
 static int hold(int ms)
 {
     CUdeviceptr p;
@@ -341,6 +343,9 @@ static int hold(int ms)
     usleep((useconds_t)ms * 1000);
     CHECK(cuMemFree_v2(p));
     usleep((useconds_t)ms * 500);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    printf("T counted %lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
     counts();
     printf("U %lld\n", fake_cuda_info_calls_unrelaxed());
     return 0;
