@@ -540,13 +540,14 @@ static int spec_flush(struct imp *im)
     struct spec *sp = im->spec;
     struct mt_intern *in = &im->in;
     int rc = in->nomem ? MEMTRACE_ENOMEM : 0;
-    if (rc == 0)
+    /* Only tables that grew: an empty one's array is NULL, and NULL + 0 is undefined. */
+    if (rc == 0 && in->nstr > sp->wstr)
         rc = mt_wthread_strings(sp->t, (uint32_t)sp->wstr + 1, in->nstr - sp->wstr,
                                 (const char *const *)in->str + sp->wstr);
-    if (rc == 0)
+    if (rc == 0 && in->nframe > sp->wframe)
         rc = mt_wthread_frames(sp->t, (uint32_t)sp->wframe + 1, in->nframe - sp->wframe,
                                in->frame + sp->wframe);
-    if (rc == 0)
+    if (rc == 0 && in->nstack > sp->wstack)
         rc = mt_wthread_stacks(sp->t, (uint32_t)sp->wstack + 1, in->nstack - sp->wstack,
                                in->parent + sp->wstack, in->pframe + sp->wstack);
     if (rc == 0)
