@@ -772,6 +772,22 @@
                 const f = stackOf(S.model.blocks.stack[id], 1)[0];
                 tip.appendChild(el('div', `${fmtBytes(S.model.blocks.size[id])} at ${hex(S.model.blocks.addr[id])}${f ? ' from ' + frameText(f) : ''}`, 'agg-item'));
             }
+        } else if (h.kind === 'levels') {
+            const tbl = el('table');
+            row(tbl, 'time', `+${fmtTime((h.t0 + h.t1) / 2)} (a column of ${fmtTime(h.t1 - h.t0)})`);
+            row(tbl, `allocated${filterText()}`, fmtBytes(h.allocated));
+            row(tbl, `reserved${filterText()}`, fmtBytes(h.reserved));
+            if (h.used === h.used)
+                row(tbl, 'device-reported used', fmtBytes(h.used));
+            if (h.rss === h.rss)
+                row(tbl, 'process RSS', fmtBytes(h.rss));
+            tip.appendChild(tbl);
+            tip.appendChild(el('div', 'the highest level of each in this pixel column', 'stack-head'));
+            for (const o of h.ooms) {
+                const f = stackOf(o.stack, 1)[0];
+                tip.appendChild(el('div', `out of memory at +${fmtTime(o.time - S.model.t_min)} (event ${o.index}): ` +
+                    `${fmtBytes(o.size)} asked for, ${fmtBytes(o.device_free)} free on the device${f ? ', from ' + frameText(f) : ''}`, 'oom-item'));
+            }
         } else {
             tip.appendChild(el('div', `allocations that came and went within this pixel column: the level reached ${fmtBytes(h.max)} (${fmtBytes(h.max - h.level)} above what stayed); zoom in to see them`));
         }
@@ -944,6 +960,24 @@
         });
         Object.assign(c.dataset, { peakAllocated: String(pa.bytes), peakReserved: String(pr.bytes),
             usedMax: String(usedMax), rssMax: String(rssMax), ooms: String(ooms), top: String(top) });
+        c.cols = { a, r, used, rss, W, H };
+    }
+    /* What the reserved view shows under the pointer: the levels of its pixel column
+     * (each the highest there) and the out-of-memory events within 3 pixels. */
+    function reservedHit(clientX, clientY) {
+        const c = $('reserved'), cols = c.cols;
+        if (!cols || !S.model)
+            return null;
+        const rect = c.getBoundingClientRect();
+        const x = Math.floor(clientX - rect.left - MARGIN.left), y = clientY - rect.top - MARGIN.top;
+        if (x < 0 || x >= cols.W || y < 0 || y >= cols.H)
+            return null;
+        const span = S.view.t1 - S.view.t0;
+        const ooms = S.model.ooms.filter((o) => o.device === S.view.device &&
+            (S.view.stream === null || o.stream === S.view.stream) &&
+            Math.abs(xOfTime(o.time - S.model.t_min, cols.W) - MARGIN.left - (x + 0.5)) <= 3);
+        return { kind: 'levels', t0: S.view.t0 + (x * span) / cols.W, t1: S.view.t0 + ((x + 1) * span) / cols.W,
+            allocated: cols.a[x], reserved: cols.r[x], used: cols.used[x], rss: cols.rss[x], ooms };
     }
 
     /* ---------- memory at a time: segments with their blocks ---------- */
@@ -1683,6 +1717,15 @@
                 hideTooltip();
         });
         c.addEventListener('dblclick', resetView);
+        const rc = $('reserved');
+        rc.addEventListener('mousemove', (e) => {
+            if (!S.pinned)
+                showTooltipFor(reservedHit(e.clientX, e.clientY), e.clientX, e.clientY, false);
+        });
+        rc.addEventListener('mouseleave', () => {
+            if (!S.pinned)
+                hideTooltip();
+        });
         window.addEventListener('keydown', (e) => {
             if (e.key === 'Escape') {
                 S.pinned = null;

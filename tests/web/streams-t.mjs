@@ -10,7 +10,7 @@ import { bail, done, genFiles, is, join, launch, loadFile, needBrowser, ok, open
 
 const MIB = 1024 * 1024;
 const pw = needBrowser();
-plan(25);
+plan(27);
 let ctx;
 try {
     const gen = genFiles();
@@ -158,6 +158,27 @@ try {
     is([await near(2.5e6, 40 * MIB, [46, 139, 87]), await near(3.6e6, 120 * MIB, [214, 137, 16]),
         await near(3.5e6, 70 * MIB, [192, 57, 43])], [true, true, true],
     'reserved vs allocated: the used-memory line, the RSS line and the out-of-memory mark are drawn where they belong');
+    /* Hovering the chart reads its column out; at the out-of-memory mark, the event
+     * with the bytes asked for, the device's free bytes and the stack's function. */
+    const hover = async (t) => {
+        const box = await page2.locator('#reserved').boundingBox();
+        const dims = await page2.evaluate(() => { const c = document.getElementById('reserved');
+            return [c.width - 90, c.height - 42]; });
+        await page2.mouse.move(box.x + 78 + (t / 5e6) * dims[0], box.y + 16 + dims[1] / 2);
+        return page2.evaluate(() => { const tip = document.getElementById('tooltip');
+            return tip.hidden ? '' : tip.innerText.replace(/\s+/g, ' '); });
+    };
+    const atOom = await hover(3.5e6);
+    ok(/allocated on device 0 12\.0 MiB/.test(atOom) && /reserved on device 0 32\.0 MiB/.test(atOom) &&
+        /device-reported used 40\.0 MiB/.test(atOom) && /process RSS 120\.0 MiB/.test(atOom) &&
+        /out of memory at \+3\.50? ms \(event \d+\): 1\.0 GiB asked for, 8\.0 MiB free on the device, from alloc_activations \(layers\.c:77\)/.test(atOom),
+    `hovering the out-of-memory mark: the column's levels and the event (${atOom})`);
+    await screenshot(page2, 'devices-reserved-hover');
+    const before = await hover(1.25e6);
+    ok(/time \+1\.25 ms/.test(before) && /allocated on device 0 8\.0 MiB/.test(before) &&
+        /process RSS 100\.0 MiB/.test(before) && !before.includes('out of memory'),
+        `hovering at 1.25 ms: 8 MiB allocated, no out-of-memory event (${before})`);
+    await page2.mouse.move(0, 0);
     await screenshot(page2, 'devices-reserved');
     await tab2('peak');
     is(await perDevice(() => document.getElementById('peak-summary').textContent.replace(/ at .*/, '')),
