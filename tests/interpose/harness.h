@@ -322,4 +322,51 @@ static int h_count_files(const char *prefix)
     return n;
 }
 
+/* A program run under the preload through one Level Zero route (MEMTRACE_ZE_ROUTE),
+ * with the loader's tracing layer on or off: its output, stderr, exit status, how
+ * many files it wrote and the one it wrote, read (f.r NULL if none). */
+struct h_route_run {
+    char *out, *err;
+    int status;
+    int files;
+    struct h_file f;
+};
+
+/* Runs PROG_DIR/prog [arg] that way; each run writes under a prefix of its own. */
+static void h_route_run(struct h_route_run *r, const char *prog, const char *arg, const char *route,
+                        int layer)
+{
+    static int seq;
+    char prefix[32], pat[400], err_path[400];
+    snprintf(prefix, sizeof prefix, "route%d-", ++seq);
+    snprintf(pat, sizeof pat, "%s/%s%%p.memtrace", h_tmpdir, prefix);
+    snprintf(err_path, sizeof err_path, "%s/stderr%d", h_tmpdir, seq);
+    setenv("MEMTRACE_OUTPUT", pat, 1);
+    setenv("MEMTRACE_ZE_ROUTE", route, 1);
+    if (layer)
+        setenv("ZE_ENABLE_TRACING_LAYER", "1", 1);
+    else
+        unsetenv("ZE_ENABLE_TRACING_LAYER");
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", PROG_DIR, prog);
+    char *argv[] = {path, (char *)arg, NULL};
+    memset(r, 0, sizeof *r);
+    r->status = h_run(argv, 1, &r->out, err_path);
+    r->err = h_slurp_file(err_path);
+    unlink(err_path);
+    if (r->status != 0)
+        diag("%s %s (%s) exited %d, stderr: %s", prog, arg ? arg : "", route, r->status, r->err);
+    r->files = h_count_files(prefix);
+    const char *file = h_find_file(prefix);
+    if (file[0] != '\0')
+        h_read(&r->f, file);
+}
+
+static void h_route_run_free(struct h_route_run *r)
+{
+    free(r->out);
+    free(r->err);
+    h_close(&r->f);
+}
+
 #endif

@@ -30,59 +30,29 @@ static void results(const char *out, char *buf, size_t len)
     }
 }
 
-/* Runs ze_prog oom with the preload through route, reads its file into f; 0 when it
- * ran and wrote one. */
-static int run(const char *route, int layer, char **out, struct h_file *f)
-{
-    static int seq;
-    char prefix[32], pat[400], err_path[400];
-    snprintf(prefix, sizeof prefix, "oom%d-", ++seq);
-    snprintf(pat, sizeof pat, "%s/%s%%p.memtrace", h_tmpdir, prefix);
-    snprintf(err_path, sizeof err_path, "%s/stderr%d", h_tmpdir, seq);
-    setenv("MEMTRACE_OUTPUT", pat, 1);
-    setenv("MEMTRACE_ZE_ROUTE", route, 1);
-    if (layer)
-        setenv("ZE_ENABLE_TRACING_LAYER", "1", 1);
-    else
-        unsetenv("ZE_ENABLE_TRACING_LAYER");
-    char *argv[] = {PROG_DIR "/ze_prog", "oom", NULL};
-    int st = h_run(argv, 1, out, err_path);
-    if (st != 0) {
-        char *e = h_slurp_file(err_path);
-        diag("ze_prog oom (%s) exited %d, stderr: %s", route, st, e);
-        free(e);
-    }
-    const char *path = h_find_file(prefix);
-    memset(f, 0, sizeof *f);
-    if (path[0] == '\0')
-        return -1;
-    h_read(f, path);
-    return st;
-}
-
 static void check_route(const char *route, int layer, const char *plain)
 {
-    char *out = NULL;
-    struct h_file f;
-    is_int(0, run(route, layer, &out, &f), "%s route: ze_prog oom runs and writes a file", route);
+    struct h_route_run r;
+    h_route_run(&r, "ze_prog", "oom", route, layer);
+    ok(r.status == 0 && r.f.r != NULL, "%s route: ze_prog oom runs and writes a file", route);
     char traced[512];
-    results(out ? out : "", traced, sizeof traced);
+    results(r.out ? r.out : "", traced, sizeof traced);
     is_string(plain, traced, "%s route: the program gets the driver's results unchanged", route);
     struct h_want w[16];
-    size_t nw = h_parse_wants(out ? out : "", w, 16);
+    size_t nw = h_parse_wants(r.out ? r.out : "", w, 16);
+    const struct h_file *f = &r.f;
     is_int(5, (long long)nw, "%s route: the program expects 5 events", route);
-    is_int((long long)nw, (long long)f.n, "%s route: as many events in the file", route);
-    is_int(0, h_mismatches(&f, w, nw), "%s route: action, source, size and device of each", route);
-    is_int(3, (long long)h_count(&f, MEMTRACE_OOM), "%s route: three oom events", route);
-    const struct memtrace_event *dev_oom = f.n > 1 ? &f.ev[1] : NULL;
+    is_int((long long)nw, (long long)f->n, "%s route: as many events in the file", route);
+    is_int(0, h_mismatches(f, w, nw), "%s route: action, source, size and device of each", route);
+    is_int(3, (long long)h_count(f, MEMTRACE_OOM), "%s route: three oom events", route);
+    const struct memtrace_event *dev_oom = f->n > 1 ? &f->ev[1] : NULL;
     is_int((long long)(768 * MiB), dev_oom ? (long long)dev_oom->aux : -1,
            "%s route: the device refusal carries the free bytes then (1 GiB - 256 MiB)", route);
-    const struct memtrace_event *host_oom = f.n > 3 ? &f.ev[3] : NULL;
+    const struct memtrace_event *host_oom = f->n > 3 ? &f->ev[3] : NULL;
     is_int(0, host_oom ? (long long)host_oom->aux : -1,
            "%s route: host memory has no device figure (0)", route);
-    is_int(0, h_segments(&f), "%s route: nothing live at exit", route);
-    h_close(&f);
-    free(out);
+    is_int(0, h_segments(f), "%s route: nothing live at exit", route);
+    h_route_run_free(&r);
 }
 
 int main(void)

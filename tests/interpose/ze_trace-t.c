@@ -15,53 +15,9 @@ int main(void)
     skip_all("built without the Level Zero loader (install libze-dev libze1)");
 }
 #else
-struct run {
-    char *out, *err;
-    int status;
-    int files;
-    struct h_file f;
-};
-
-/* Runs prog under the preload with the given route, the tracing layer on or off;
- * reads the one file it wrote (if any) into r->f. */
-static void run(struct run *r, const char *prog, const char *route, int layer)
-{
-    static int seq;
-    char prefix[32], pat[400], err_path[400];
-    snprintf(prefix, sizeof prefix, "run%d-", ++seq);
-    snprintf(pat, sizeof pat, "%s/%s%%p.memtrace", h_tmpdir, prefix);
-    snprintf(err_path, sizeof err_path, "%s/stderr%d", h_tmpdir, seq);
-    setenv("MEMTRACE_OUTPUT", pat, 1);
-    setenv("MEMTRACE_ZE_ROUTE", route, 1);
-    if (layer)
-        setenv("ZE_ENABLE_TRACING_LAYER", "1", 1);
-    else
-        unsetenv("ZE_ENABLE_TRACING_LAYER");
-    char path[300];
-    snprintf(path, sizeof path, "%s/%s", PROG_DIR, prog);
-    char *argv[] = {path, NULL};
-    memset(r, 0, sizeof *r);
-    r->status = h_run(argv, 1, &r->out, err_path);
-    r->err = h_slurp_file(err_path);
-    unlink(err_path);
-    if (r->status != 0)
-        diag("%s (%s) stderr: %s", prog, route, r->err);
-    r->files = h_count_files(prefix);
-    const char *file = h_find_file(prefix);
-    if (file[0] != '\0')
-        h_read(&r->f, file);
-}
-
-static void run_free(struct run *r)
-{
-    free(r->out);
-    free(r->err);
-    h_close(&r->f);
-}
-
 /* Events of r that differ from what the program printed, counting a missing or
  * extra event as one each. */
-static int mismatches(const struct run *r)
+static int mismatches(const struct h_route_run *r)
 {
     struct h_want w[64];
     size_t nw = h_parse_wants(r->out, w, 64);
@@ -85,7 +41,7 @@ static uint64_t norm(const struct h_file *f, uint64_t v)
     return v;
 }
 
-static int same_events(const struct run *a, const struct run *b)
+static int same_events(const struct h_route_run *a, const struct h_route_run *b)
 {
     if (a->f.n != b->f.n)
         return 0;
@@ -116,13 +72,13 @@ int main(void)
     setenv("ZE_ENABLE_ALT_DRIVERS", FAKE_DIR "/libze_fake.so", 1);
     setenv("FAKE_ZE_DEVICES", "2", 1);
 
-    struct run sym, trc, both;
-    run(&sym, "ze_prog", "symbols", 1);
+    struct h_route_run sym, trc, both;
+    h_route_run(&sym, "ze_prog", NULL, "symbols", 1);
     is_int(0, sym.status, "ze_prog, symbols route with the layer loaded: exits 0");
     is_int(20, (long long)sym.f.n, "symbols route: 20 events");
     is_int(0, mismatches(&sym), "symbols route: every event as the program printed it");
 
-    run(&trc, "ze_prog", "tracing", 1);
+    h_route_run(&trc, "ze_prog", NULL, "tracing", 1);
     is_int(0, trc.status, "ze_prog, tracing route: exits 0");
     is_int(0, trc.f.rc, "tracing route: file reads without error");
     is_int(0, trc.f.truncated, "tracing route: file is complete");
@@ -137,53 +93,53 @@ int main(void)
            "tracing route: zePhysicalMemDestroy reached the driver once");
     ok(strstr(trc.err, "memtrace") == NULL, "tracing route: nothing on stderr from memtrace");
 
-    run(&both, "ze_prog", "auto", 1);
+    h_route_run(&both, "ze_prog", NULL, "auto", 1);
     is_int(0, both.status, "ze_prog, auto with both routes live: exits 0");
     is_int(20, (long long)both.f.n, "auto: 20 events, no call counted twice");
     is_int(0, mismatches(&both), "auto: every event as the program printed it");
-    run_free(&sym);
-    run_free(&trc);
-    run_free(&both);
+    h_route_run_free(&sym);
+    h_route_run_free(&trc);
+    h_route_run_free(&both);
 
-    struct run dl;
-    run(&dl, "ze_dl_prog", "auto", 1);
+    struct h_route_run dl;
+    h_route_run(&dl, "ze_dl_prog", NULL, "auto", 1);
     is_int(0, dl.status, "ze_dl_prog (private loader, dispatch tables), auto: exits 0");
     is_int(14, (long long)dl.f.n, "ze_dl_prog: 14 events through the tracing layer");
     is_int(0, mismatches(&dl), "ze_dl_prog: every event as the program printed it");
     is_int(0, (long long)(dl.f.r ? (long long)memtrace_reader_segment_count(dl.f.r) : -1),
            "ze_dl_prog: no live segment");
-    run_free(&dl);
+    h_route_run_free(&dl);
 
-    run(&dl, "ze_dl_prog", "tracing", 1);
+    h_route_run(&dl, "ze_dl_prog", NULL, "tracing", 1);
     is_int(14, (long long)dl.f.n, "ze_dl_prog, tracing route: 14 events");
     is_int(0, mismatches(&dl), "ze_dl_prog, tracing route: every event as printed");
-    run_free(&dl);
+    h_route_run_free(&dl);
 
-    run(&dl, "ze_dl_prog", "symbols", 1);
+    h_route_run(&dl, "ze_dl_prog", NULL, "symbols", 1);
     is_int(0, dl.status, "ze_dl_prog, symbols route: exits 0");
     is_int(0, dl.files, "ze_dl_prog, symbols route: the exported symbols see no call, no file");
-    run_free(&dl);
+    h_route_run_free(&dl);
 
-    run(&dl, "ze_dl_prog", "auto", 0);
+    h_route_run(&dl, "ze_dl_prog", NULL, "auto", 0);
     is_int(0, dl.files, "ze_dl_prog without ZE_ENABLE_TRACING_LAYER: nothing sees it, no file");
-    run_free(&dl);
+    h_route_run_free(&dl);
 
-    struct run none;
-    run(&none, "ze_prog", "tracing", 0);
+    struct h_route_run none;
+    h_route_run(&none, "ze_prog", NULL, "tracing", 0);
     is_int(0, none.status, "ze_prog, tracing route without the layer: exits 0");
     is_int(0, (long long)none.f.n, "tracing route without the layer: no event");
     ok(strstr(none.err, "memtrace: MEMTRACE_ZE_ROUTE=tracing, but the loader's tracing layer "
                         "is not loaded") != NULL,
        "tracing route without the layer: one line says why");
-    run_free(&none);
+    h_route_run_free(&none);
 
-    run(&none, "ze_prog", "both", 1);
+    h_route_run(&none, "ze_prog", NULL, "both", 1);
     is_int(0, none.status, "MEMTRACE_ZE_ROUTE=both: the program runs to the end");
     is_int(0, none.files, "MEMTRACE_ZE_ROUTE=both: recording is off, no file");
     ok(strstr(none.err, "memtrace: MEMTRACE_ZE_ROUTE=both is not valid (auto, symbols or "
                         "tracing); recording is off for this process") != NULL,
        "MEMTRACE_ZE_ROUTE=both: one line names the variable and what is accepted");
-    run_free(&none);
+    h_route_run_free(&none);
 
     h_cleanup();
     done_testing();
