@@ -5,7 +5,7 @@
 noinst_LTLIBRARIES += libmemtrace_snapshot.la
 libmemtrace_snapshot_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
 libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/writer_thread.c \
-	snapshot/reader.c \
+	snapshot/reader.c snapshot/inflate.c snapshot/inflate.h \
 	snapshot/format.h snapshot/names.c snapshot/addrtab.c snapshot/addrtab.h \
 	snapshot/replay.c snapshot/replay.h \
 	snapshot/pickle.c snapshot/pickle.h \
@@ -40,6 +40,11 @@ check_PROGRAMS += tests/snapshot/reader_ahead-t
 TESTS += tests/snapshot/reader_ahead-t
 tests_snapshot_reader_ahead_t_SOURCES = tests/snapshot/reader_ahead-t.c tests/snapshot/util.h
 tests_snapshot_reader_ahead_t_LDADD = $(SNAPSHOT_LIBS)
+
+check_PROGRAMS += tests/snapshot/inflate-t
+TESTS += tests/snapshot/inflate-t
+tests_snapshot_inflate_t_SOURCES = tests/snapshot/inflate-t.c
+tests_snapshot_inflate_t_LDADD = $(SNAPSHOT_LIBS)
 
 check_PROGRAMS += tests/snapshot/addrtab-t
 TESTS += tests/snapshot/addrtab-t

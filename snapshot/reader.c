@@ -16,6 +16,7 @@
 #include "memtrace_snapshot.h"
 
 #include "format.h"
+#include "inflate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,8 +81,7 @@ struct source {
     uint64_t offset;    /* of the next chunk */
     uint64_t file_size; /* as last seen */
     uint64_t chunk_off; /* of the chunk in raw */
-    z_stream zs;
-    int zs_bits; /* window bits zs was last reset to */
+    struct mt_inflater *inf;
     uint8_t *stored;
     size_t stored_cap;
     uint8_t *raw;
@@ -323,9 +323,10 @@ static uint64_t current_size(struct source *s)
 
 /* Inflates the zlib stream of stored_len bytes in s->stored into len bytes of s->raw.
  * The chunk's CRC-32 already covers every stored byte, so the stream is inflated raw
- * (past its 2-byte header) and zlib does not compute the Adler-32 of the payload a
- * second time; the header must still be a valid zlib header and the 4-byte trailer
- * must be there, so what is accepted is still one complete zlib stream. */
+ * (past its 2-byte header, by inflate.c, a whole buffer at a time) and its Adler-32
+ * is not computed a second time; the header must still be a valid zlib header and
+ * the 4-byte trailer must be there, so what is accepted is still one complete zlib
+ * stream. */
 static int inflate_chunk(struct source *s, uint32_t stored_len, uint32_t len)
 {
     if (stored_len < 2 + 4)
@@ -334,20 +335,9 @@ static int inflate_chunk(struct source *s, uint32_t stored_len, uint32_t len)
     if ((cmf & 0x0f) != Z_DEFLATED || (cmf >> 4) > 7 || ((cmf << 8) | flg) % 31 != 0 ||
         (flg & 0x20) != 0)
         return -1;
-    int bits = (int)(cmf >> 4) + 8;
-    if (bits != s->zs_bits) {
-        if (inflateReset2(&s->zs, -bits) != Z_OK)
-            return -1;
-        s->zs_bits = bits;
-    } else if (inflateReset(&s->zs) != Z_OK) {
-        return -1;
-    }
-    s->zs.next_in = s->stored + 2;
-    s->zs.avail_in = stored_len - 2;
-    s->zs.next_out = s->raw;
-    s->zs.avail_out = len + 1;
-    int zr = inflate(&s->zs, Z_FINISH);
-    if (zr != Z_STREAM_END || s->zs.total_out != len || s->zs.avail_in != 4)
+    size_t used;
+    if (mt_inflate(s->inf, s->stored + 2, stored_len - 2, s->raw, len, &used) < 0 ||
+        used != stored_len - 2 - 4)
         return -1;
     return 0;
 }
@@ -1175,8 +1165,9 @@ int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
         path = "";
     r->path = strdup(path);
     r->meta = json_object();
-    /* Raw inflate: see inflate_chunk. */
-    if (r->path == NULL || r->meta == NULL || inflateInit2(&r->src.zs, -15) != Z_OK) {
+    r->src.inf = calloc(1, sizeof(*r->src.inf));
+    if (r->path == NULL || r->meta == NULL || r->src.inf == NULL) {
+        free(r->src.inf);
         free(r->path);
         r->path = NULL;
         json_decref(r->meta);
@@ -1189,7 +1180,6 @@ int memtrace_reader_open(struct memtrace_reader **readerp, const char *path,
         }
         return MEMTRACE_ENOMEM;
     }
-    r->src.zs_bits = 15;
     const char *lim = getenv(TABLE_ENV);
     if (lim != NULL && *lim != '\0') {
         char *e;
@@ -1386,7 +1376,7 @@ void memtrace_reader_close(struct memtrace_reader *r)
     ahead_stop(r);
     if (r->src.fd >= 0)
         close(r->src.fd);
-    inflateEnd(&r->src.zs);
+    free(r->src.inf);
     free(r->src.stored);
     free(r->src.raw);
     free(r->src.predict);

@@ -2,7 +2,7 @@
 # They are built only with ./configure --enable-fuzzers (clang), which instruments
 # the whole build for coverage and runs it under ASan and UBSan. `make fuzz-smoke`
 # runs each target for FUZZ_SECONDS from its seed corpus tests/fuzz/corpus/<name>/.
-FUZZ_NAMES = reader chunks pickle json alloc_conf env
+FUZZ_NAMES = reader chunks inflate pickle json alloc_conf env
 EXTRA_DIST += tests/fuzz/README.md tests/fuzz/corpus tests/fuzz/chunks-seed.py \
 	tests/fuzz/json.dict tests/fuzz/pickle.dict tests/fuzz/alloc_conf.dict \
 	tests/fuzz/env.dict tests/fuzz/reader.dict
@@ -11,7 +11,7 @@ noinst_HEADERS += tests/fuzz/fuzz.h
 # Every build replays each corpus through its target's entry point (corpus-t.c), so
 # the inputs that found bugs stay fixed without clang.
 FUZZ_CORPUS_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'
-FUZZ_CORPUS_TESTS = tests/fuzz/reader-corpus-t tests/fuzz/chunks-corpus-t \
+FUZZ_CORPUS_TESTS = tests/fuzz/reader-corpus-t tests/fuzz/chunks-corpus-t tests/fuzz/inflate-corpus-t \
 	tests/fuzz/pickle-corpus-t tests/fuzz/json-corpus-t tests/fuzz/alloc_conf-corpus-t \
 	tests/fuzz/env-corpus-t
 check_PROGRAMS += $(FUZZ_CORPUS_TESTS)
@@ -24,6 +24,10 @@ tests_fuzz_chunks_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/chunks_fuz
 	tests/fuzz/fuzz_util.c
 tests_fuzz_chunks_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"chunks"'
 tests_fuzz_chunks_corpus_t_LDADD = $(SNAPSHOT_LIBS)
+tests_fuzz_inflate_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/inflate_fuzz.c \
+	tests/fuzz/fuzz_util.c
+tests_fuzz_inflate_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"inflate"'
+tests_fuzz_inflate_corpus_t_LDADD = $(SNAPSHOT_LIBS)
 tests_fuzz_pickle_corpus_t_SOURCES = tests/fuzz/corpus-t.c tests/fuzz/pickle_fuzz.c \
 	tests/fuzz/fuzz_util.c
 tests_fuzz_pickle_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"pickle"'
@@ -42,7 +46,7 @@ tests_fuzz_env_corpus_t_CPPFLAGS = $(FUZZ_CORPUS_CPPFLAGS) -DFUZZ_NAME='"env"'
 tests_fuzz_env_corpus_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 
 if ENABLE_FUZZERS
-FUZZ_PROGS = tests/fuzz/reader-fuzz tests/fuzz/chunks-fuzz tests/fuzz/pickle-fuzz \
+FUZZ_PROGS = tests/fuzz/reader-fuzz tests/fuzz/chunks-fuzz tests/fuzz/inflate-fuzz tests/fuzz/pickle-fuzz \
 	tests/fuzz/json-fuzz tests/fuzz/alloc_conf-fuzz tests/fuzz/env-fuzz
 noinst_PROGRAMS += $(FUZZ_PROGS)
 FUZZ_LINK_FLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
@@ -53,6 +57,9 @@ tests_fuzz_reader_fuzz_LDADD = $(SNAPSHOT_LIBS)
 tests_fuzz_chunks_fuzz_SOURCES = tests/fuzz/chunks_fuzz.c tests/fuzz/fuzz_util.c
 tests_fuzz_chunks_fuzz_LDFLAGS = $(FUZZ_LINK_FLAGS)
 tests_fuzz_chunks_fuzz_LDADD = $(SNAPSHOT_LIBS)
+tests_fuzz_inflate_fuzz_SOURCES = tests/fuzz/inflate_fuzz.c tests/fuzz/fuzz_util.c
+tests_fuzz_inflate_fuzz_LDFLAGS = $(FUZZ_LINK_FLAGS)
+tests_fuzz_inflate_fuzz_LDADD = $(SNAPSHOT_LIBS)
 tests_fuzz_pickle_fuzz_SOURCES = tests/fuzz/pickle_fuzz.c tests/fuzz/fuzz_util.c
 tests_fuzz_pickle_fuzz_LDFLAGS = $(FUZZ_LINK_FLAGS)
 tests_fuzz_pickle_fuzz_LDADD = $(SNAPSHOT_LIBS)
