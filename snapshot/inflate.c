@@ -23,13 +23,14 @@
 
 /* A table entry, 32 bits:
  *   bits 0-4    bits of the code this entry decodes (a link: the first level's bits)
- *   bits 8-11   extra bits that follow the code (a link: the second level's bits)
- *   bit 12      a literal            bit 13  end of block
- *   bit 14      an invalid code      bit 15  a link to a second-level table
+ *   bit 5       a literal   bit 6  end of block   bit 7  an invalid code
+ *   bits 8-12   bits of the code and of the extra bits after it, which are taken
+ *               together (a link: the second level's bits)
+ *   bit 15      a link to a second-level table
  *   bits 16-31  the literal, the length or distance base, or the linked table's start */
-#define E_LIT  0x1000u
-#define E_END  0x2000u
-#define E_BAD  0x4000u
+#define E_LIT  0x0020u
+#define E_END  0x0040u
+#define E_BAD  0x0080u
 #define E_LINK 0x8000u
 
 enum { LITLEN, DIST, PRE };
@@ -117,7 +118,7 @@ static int build(uint32_t *t, unsigned tb, const uint8_t *lens, unsigned n, int 
         for (unsigned k = count[len]; k > 0; k--, i++) {
             uint32_t e = value(kind, sorted[i]);
             if (len <= tb) {
-                e |= len;
+                e += (uint32_t)len << 8 | len;
                 for (unsigned j = code; j <= mask; j += 1u << len)
                     t[j] = e;
             } else {
@@ -137,7 +138,7 @@ static int build(uint32_t *t, unsigned tb, const uint8_t *lens, unsigned n, int 
                     next += 1u << bits;
                     t[prefix] = E_LINK | (uint32_t)sub << 16 | (uint32_t)bits << 8 | tb;
                 }
-                e |= len - tb;
+                e += (uint32_t)(len - tb) << 8 | (len - tb);
                 for (unsigned j = code >> tb; j < 1u << subbits; j += 1u << (len - tb))
                     t[sub + j] = e;
             }
@@ -338,10 +339,10 @@ int mt_inflate(struct mt_inflater *z, const uint8_t *in, size_t in_len, uint8_t 
         for (;;) {
             if (e & E_LINK) {
                 DROP(MT_INFLATE_LITLEN_BITS);
-                e = ll[(e >> 16) + BITS((e >> 8) & 15)];
+                e = ll[(e >> 16) + BITS((e >> 8) & 31)];
             }
-            DROP(e & 31);
             if (e & E_LIT) {
+                DROP(e & 31);
                 if (out == out_end)
                     return -1;
                 *out++ = (uint8_t)(e >> 16);
@@ -360,20 +361,21 @@ int mt_inflate(struct mt_inflater *z, const uint8_t *in, size_t in_len, uint8_t 
             if (e & (E_END | E_BAD)) {
                 if (e & E_BAD)
                     return -1;
+                DROP(e & 31);
                 break;
             }
-            size_t len = (e >> 16) + BITS((e >> 8) & 15);
-            DROP((e >> 8) & 15);
+            /* a length: its base, then the extra bits past the code */
+            size_t len = (e >> 16) + (BITS((e >> 8) & 31) >> (e & 31));
+            DROP((e >> 8) & 31);
             e = dt[BITS(MT_INFLATE_DIST_BITS)];
             if (e & E_LINK) {
                 DROP(MT_INFLATE_DIST_BITS);
-                e = dt[(e >> 16) + BITS((e >> 8) & 15)];
+                e = dt[(e >> 16) + BITS((e >> 8) & 31)];
             }
-            DROP(e & 31);
             if (e & E_BAD)
                 return -1;
-            size_t dist = (e >> 16) + BITS((e >> 8) & 15);
-            DROP((e >> 8) & 15);
+            size_t dist = (e >> 16) + (BITS((e >> 8) & 31) >> (e & 31));
+            DROP((e >> 8) & 31);
             if (dist > (size_t)(out - out_start) || len > (size_t)(out_end - out))
                 return -1;
             REFILL();
@@ -381,18 +383,27 @@ int mt_inflate(struct mt_inflater *z, const uint8_t *in, size_t in_len, uint8_t 
             uint8_t *dst = out;
             const uint8_t *src = out - dist;
             out += len;
-            if (dist >= 16 && len <= 16 && out_end - out >= 16) {
-                /* The common short match: two words, no loop. */
-                uint64_t w0, w1;
-                memcpy(&w0, src, 8);
-                memcpy(&w1, src + 8, 8);
-                memcpy(dst, &w0, 8);
-                memcpy(dst + 8, &w1, 8);
+            if (dist >= 8 && out_end - out >= 40) {
+                /* Whole words, five of them whatever the length (most matches are
+                 * shorter than 40 bytes), then more while the match lasts: up to 39
+                 * bytes past its end, which later output overwrites. With dist >= 8
+                 * each word read lies wholly before the one written. */
+                uint64_t w;
+                for (int k = 0; k < 5; k++) {
+                    memcpy(&w, src + 8 * k, 8);
+                    memcpy(dst + 8 * k, &w, 8);
+                }
+                src += 40;
+                dst += 40;
+                while (dst < out) {
+                    memcpy(&w, src, 8);
+                    memcpy(dst, &w, 8);
+                    src += 8;
+                    dst += 8;
+                }
             } else if (dist >= 8 && out_end - out >= 8) {
-                /* Whole words, up to 7 bytes past the match: later output overwrites
-                 * them. Each word read lies wholly before the one written. */
+                uint64_t w;
                 do {
-                    uint64_t w;
                     memcpy(&w, src, 8);
                     memcpy(dst, &w, 8);
                     src += 8;
