@@ -48,6 +48,8 @@
  * hand-overs (one per 4096 events) that they cost nothing measurable. */
 #define BATCH 4096
 #define NSLOT 4
+/* Polls of the queue before a stage sleeps on it: tens of microseconds. */
+#define SPIN 4096
 
 struct rframe {
     struct memtrace_frame pub;
@@ -122,6 +124,7 @@ struct ahead {
     int holding;    /* the reader holds slot[head] */
     int chunk_open; /* the reader has not yet absorbed the chunk last handed over */
     int stop;
+    int spin; /* polls before sleeping: 0 on one CPU, where the other stage cannot run */
 };
 
 struct memtrace_reader {
@@ -954,21 +957,51 @@ static void produce(const struct memtrace_reader *r, struct source *s, struct it
 
 /* ---- the read-ahead thread ---------------------------------------------------- */
 
+/* The queue's count is changed under the lock, but also read without it while a
+ * stage waits: see spin_while. */
+static unsigned count_of(struct ahead *a)
+{
+    return __atomic_load_n(&a->count, __ATOMIC_RELAXED);
+}
+
+static void set_count(struct ahead *a, unsigned n)
+{
+    __atomic_store_n(&a->count, n, __ATOMIC_RELAXED);
+}
+
+/* Before a stage sleeps on the queue it watches the count for tens of microseconds:
+ * the other stage usually changes it by then, and a sleep and a wake-up cost more
+ * (on the bench's 15M-event file the sleeps fell from about 1,500 to about 400). A
+ * hint only: the caller takes the lock and checks again. */
+static void spin_while(const struct ahead *a, unsigned value)
+{
+    for (int k = 0; k < a->spin && __atomic_load_n(&a->count, __ATOMIC_RELAXED) == value; k++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
 static void *ahead_main(void *arg)
 {
     struct memtrace_reader *r = arg;
     struct ahead *a = r->ahead;
     pthread_mutex_lock(&a->mu);
     for (;;) {
+        if (a->count == NSLOT && !a->stop) {
+            pthread_mutex_unlock(&a->mu);
+            spin_while(a, NSLOT);
+            pthread_mutex_lock(&a->mu);
+        }
         while (a->count == NSLOT && !a->stop)
             pthread_cond_wait(&a->to_source, &a->mu);
         if (a->stop)
             break;
-        struct item *it = &a->slot[(a->head + a->count) % NSLOT];
+        struct item *it = &a->slot[(a->head + count_of(a)) % NSLOT];
         pthread_mutex_unlock(&a->mu);
         produce(r, &r->src, it);
         pthread_mutex_lock(&a->mu);
-        a->count++;
+        set_count(a, a->count + 1);
         pthread_cond_signal(&a->to_reader);
         if (it->kind == ITEM_END)
             break;
@@ -991,6 +1024,7 @@ static int ahead_start(struct memtrace_reader *r)
     struct ahead *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return -1;
+    a->spin = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? SPIN : 0;
     int made = 0;
     for (; made < NSLOT; made++)
         if ((a->slot[made].ev = calloc(BATCH, sizeof(struct memtrace_event))) == NULL)
@@ -1057,9 +1091,14 @@ static const struct item *take(struct memtrace_reader *r)
     pthread_mutex_lock(&a->mu);
     if (a->holding) {
         a->head = (a->head + 1) % NSLOT;
-        a->count--;
+        set_count(a, a->count - 1);
         a->holding = 0;
         pthread_cond_signal(&a->to_source);
+    }
+    if (a->count == 0) {
+        pthread_mutex_unlock(&a->mu);
+        spin_while(a, 0);
+        pthread_mutex_lock(&a->mu);
     }
     while (a->count == 0)
         pthread_cond_wait(&a->to_reader, &a->mu);
