@@ -71,10 +71,11 @@ struct series {
 };
 
 struct tl {
-    size_t k;    /* buckets */
-    size_t top;  /* highest bucket touched */
-    uint64_t w;  /* bucket width, ns */
-    uint64_t t0; /* time of the first bucketed event */
+    size_t k;        /* buckets */
+    size_t top;      /* highest bucket touched */
+    uint64_t w;      /* bucket width, ns: a power of two */
+    unsigned wshift; /* log2(w): an event's bucket is a shift, not a division */
+    uint64_t t0;     /* time of the first bucketed event */
     int started;
     struct series *s;
     size_t ns;
@@ -111,6 +112,7 @@ static void merge(struct tl *t)
     }
     t->top /= 2;
     t->w *= 2;
+    t->wshift++;
 }
 
 /* Puts the levels after the event at time `time` into its bucket. */
@@ -120,14 +122,15 @@ static void put(struct tl *t, uint64_t time, const uint64_t *levels)
         t->started = 1;
         t->t0 = time;
         t->w = 1;
+        t->wshift = 0;
         t->top = 0;
         for (size_t j = 0; j < t->ns; j++)
             t->s[j].b[0] = t->s[j].last;
     }
     uint64_t off = time > t->t0 ? time - t->t0 : 0;
-    while (off / t->w >= t->k)
+    while ((off >> t->wshift) >= t->k)
         merge(t);
-    size_t idx = (size_t)(off / t->w);
+    size_t idx = (size_t)(off >> t->wshift);
     for (size_t j = 0; j < t->ns; j++) {
         struct series *s = &t->s[j];
         for (size_t i = t->top + 1; i <= idx; i++)
