@@ -21,3 +21,7 @@ EXTRA_DIST += bench/web_bench.mjs
 # bench/import_bench.sh: memtrace import of a PyTorch pickle (grown by
 # bench/gen_pickle.py) against Python's pickle.load of the same file.
 EXTRA_DIST += bench/import_bench.sh bench/gen_pickle.py
+# The reader's inflater against zlib's on a file's EVENTS chunks (BENCHMARKS.md,
+# "Analysis commands").
+noinst_PROGRAMS += bench/inflate_bench
+bench_inflate_bench_LDADD = $(SNAPSHOT_LIBS)
