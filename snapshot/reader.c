@@ -957,13 +957,8 @@ static void produce(const struct memtrace_reader *r, struct source *s, struct it
 
 /* ---- the read-ahead thread ---------------------------------------------------- */
 
-/* The queue's count is changed under the lock, but also read without it while a
- * stage waits: see spin_while. */
-static unsigned count_of(struct ahead *a)
-{
-    return __atomic_load_n(&a->count, __ATOMIC_RELAXED);
-}
-
+/* The queue's count is changed and read under the lock, but also read without it
+ * while a stage waits (spin_while), so its stores are atomic. */
 static void set_count(struct ahead *a, unsigned n)
 {
     __atomic_store_n(&a->count, n, __ATOMIC_RELAXED);
@@ -997,7 +992,7 @@ static void *ahead_main(void *arg)
             pthread_cond_wait(&a->to_source, &a->mu);
         if (a->stop)
             break;
-        struct item *it = &a->slot[(a->head + count_of(a)) % NSLOT];
+        struct item *it = &a->slot[(a->head + a->count) % NSLOT];
         pthread_mutex_unlock(&a->mu);
         produce(r, &r->src, it);
         pthread_mutex_lock(&a->mu);
