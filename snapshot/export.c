@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "frames.h"
 #include "memtrace.h"
 #include "replay.h"
 
@@ -134,7 +135,7 @@ static void folded_frame(FILE *out, const char *s)
         fputc(*s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s, out);
 }
 
-static int export_folded(const char *path, FILE *out, struct mt_export_stats *st,
+static int export_folded(const char *path, unsigned flags, FILE *out, struct mt_export_stats *st,
                          struct memtrace_errinfo *err)
 {
     struct mt_replay *rp;
@@ -163,6 +164,8 @@ static int export_folded(const char *path, FILE *out, struct mt_export_stats *st
             cap = (uint32_t)depth;
             depth = memtrace_reader_stack(rp->r, (uint32_t)s, frames, (int)cap);
         }
+        if (!(flags & MT_EXPORT_ALL_FRAMES))
+            depth = mt_stack_shown(rp->r, frames, depth, NULL);
         if (depth == 0)
             fputs("[no stack]", out);
         for (int k = depth - 1; k >= 0; k--) {
@@ -242,7 +245,7 @@ static int export_csv(const char *path, FILE *out, struct mt_export_stats *st,
     return out_failed(out, path, err);
 }
 
-int mt_export(const char *path, int format, FILE *out, struct mt_export_stats *st,
+int mt_export(const char *path, int format, unsigned flags, FILE *out, struct mt_export_stats *st,
               struct memtrace_errinfo *err)
 {
     struct mt_export_stats s0;
@@ -263,10 +266,10 @@ int mt_export(const char *path, int format, FILE *out, struct mt_export_stats *s
         rc = mt_export_perfetto(path, out, st, err);
         break;
     case MT_EXPORT_SPEEDSCOPE:
-        rc = mt_export_speedscope(path, out, st, err);
+        rc = mt_export_speedscope(path, flags, out, st, err);
         break;
     case MT_EXPORT_FOLDED:
-        rc = export_folded(path, out, st, err);
+        rc = export_folded(path, flags, out, st, err);
         break;
     case MT_EXPORT_CSV:
         rc = export_csv(path, out, st, err);

@@ -5,14 +5,16 @@
  * track "memory" whose series are allocated, reserved (the replay's levels) and used
  * (what the device reported in its latest counter event), sampled after every event
  * that moved one of them; each block is an async slice from its alloc to its
- * free_completed (id: its address, name: its innermost frame), cut at the last event
+ * free_completed (id: its address, name: its stack's innermost Python frame, else its
+ * innermost frame shown, see frames.h), cut at the last event
  * for blocks still live at the end; annotations are B/E slices on their thread (marks
  * are instants), and an oom is an instant. Times are microseconds after the file's
  * first event, with nanosecond digits.
  *
  * speedscope: speedscope's file format, two sampled profiles weighted in bytes: bytes
  * allocated in total per stack, and bytes live at the peak of allocated memory per
- * stack. Frames are the file's frame table. */
+ * stack. Frames are the file's frame table; a stack lists those shown (frames.h), or all
+ * of them with MT_EXPORT_ALL_FRAMES. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "export.h"
+#include "frames.h"
 #include "memtrace.h"
 #include "replay.h"
 
@@ -276,17 +279,6 @@ static int pid_of(int32_t device)
     return device < 0 ? 0 : device + 1;
 }
 
-static const char *block_name(struct memtrace_reader *r, uint32_t stack, char *buf, size_t size)
-{
-    uint32_t f;
-    if (memtrace_reader_stack(r, stack, &f, 1) > 0) {
-        const char *n = mt_export_frame_name(buf, size, memtrace_reader_frame(r, f));
-        if (n[0])
-            return n;
-    }
-    return "block";
-}
-
 struct pf {
     struct obuf o;
     uint64_t t0;
@@ -294,7 +286,40 @@ struct pf {
     uint8_t *seen; /* devices named so far, by pid */
     size_t nseen;
     uint64_t written;
+    char **names; /* block slices' names by stack id, made at first use */
+    size_t nnames;
 };
+
+/* The name of a block slice of stack: its stack's naming frame (frames.h), a Python
+ * frame as "function (file.py:line)"; "block" without one, or out of memory. */
+static const char *block_name(struct pf *p, struct memtrace_reader *r, uint32_t stack)
+{
+    if (stack >= p->nnames) {
+        size_t n = p->nnames ? p->nnames : 256;
+        while (n <= stack)
+            n *= 2;
+        char **names = realloc(p->names, n * sizeof(*names));
+        if (!names)
+            return "block";
+        memset(names + p->nnames, 0, (n - p->nnames) * sizeof(*names));
+        p->names = names;
+        p->nnames = n;
+    }
+    if (p->names[stack])
+        return p->names[stack];
+    const struct memtrace_frame *fr = memtrace_reader_frame(r, mt_stack_name_frame(r, stack));
+    char buf[1024], sym[64];
+    const char *name = mt_export_frame_name(sym, sizeof(sym), fr);
+    size_t fl = fr ? strlen(fr->file) : 0;
+    if (fl > 3 && strcmp(fr->file + fl - 3, ".py") == 0) {
+        const char *base = strrchr(fr->file, '/');
+        snprintf(buf, sizeof(buf), "%s (%s:%u)", name[0] ? name : "?", base ? base + 1 : fr->file,
+                 (unsigned)fr->line);
+        name = buf;
+    }
+    p->names[stack] = strdup(name[0] ? name : "block");
+    return p->names[stack] ? p->names[stack] : "block";
+}
 
 static void sep(struct pf *p)
 {
@@ -340,13 +365,12 @@ static int name_device(struct pf *p, int32_t device)
 static void slice(struct pf *p, struct memtrace_reader *r, char ph, const struct mt_live *b,
                   uint64_t t)
 {
-    char buf[64];
     struct obuf *o = &p->o;
     sep(p);
     ob_lit(o, "{\"ph\":\"");
     ob_char(o, ph);
     ob_lit(o, "\",\"cat\":\"block\",\"name\":");
-    ob_json_str(o, block_name(r, b->stack, buf, sizeof(buf)));
+    ob_json_str(o, block_name(p, r, b->stack));
     ob_lit(o, ",\"id\":\"0x");
     ob_hex(o, b->head.key);
     ob_lit(o, "\",\"pid\":");
@@ -493,11 +517,14 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
 out:
     ob_close(o);
     free(p.seen);
+    for (size_t k = 0; k < p.nnames; k++)
+        free(p.names[k]);
+    free(p.names);
     mt_replay_close(rp);
     return rc;
 }
 
-static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_peak,
+static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_peak, unsigned flags,
                     uint32_t nframes, uint32_t **fbuf, int *fcap)
 {
     uint64_t total = 0;
@@ -537,6 +564,10 @@ static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_pe
                 }
                 depth = memtrace_reader_stack(rp->r, (uint32_t)s, *fbuf, *fcap);
             }
+            if (depth > *fcap)
+                depth = *fcap; /* out of memory: the innermost frames */
+            if (!(flags & MT_EXPORT_ALL_FRAMES))
+                depth = mt_stack_shown(rp->r, *fbuf, depth, NULL);
             fputc('[', out);
             if (depth == 0)
                 fprintf(out, "%" PRIu32, nframes); /* the "[no stack]" frame */
@@ -548,7 +579,7 @@ static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_pe
     fputs("]}", out);
 }
 
-int mt_export_speedscope(const char *path, FILE *out, struct mt_export_stats *st,
+int mt_export_speedscope(const char *path, unsigned flags, FILE *out, struct mt_export_stats *st,
                          struct memtrace_errinfo *err)
 {
     struct mt_replay *rp;
@@ -588,9 +619,9 @@ int mt_export_speedscope(const char *path, FILE *out, struct mt_export_stats *st
           out);
     uint32_t *fbuf = NULL;
     int fcap = 0;
-    profile(out, rp, "bytes allocated", 0, nframes, &fbuf, &fcap);
+    profile(out, rp, "bytes allocated", 0, flags, nframes, &fbuf, &fcap);
     fputc(',', out);
-    profile(out, rp, "bytes live at the peak", 1, nframes, &fbuf, &fcap);
+    profile(out, rp, "bytes live at the peak", 1, flags, nframes, &fbuf, &fcap);
     fputs("]}\n", out);
     free(fbuf);
     st->written = 2;

@@ -10,7 +10,8 @@ libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/w
 	snapshot/replay.c snapshot/replay.h \
 	snapshot/pickle.c snapshot/pickle.h \
 	snapshot/import.h snapshot/import_intern.c snapshot/import_pytorch.c snapshot/import_merge.c \
-	snapshot/export.h snapshot/export.c snapshot/export_pytorch.c snapshot/export_trace.c
+	snapshot/export.h snapshot/export.c snapshot/export_pytorch.c snapshot/export_trace.c \
+	snapshot/frames.c snapshot/frames.h
 libmemtrace_snapshot_la_LIBADD = $(JANSSON_LIBS) $(ZLIB_LIBS) $(PTHREAD_LIBS)
 SNAPSHOT_LIBS = libmemtrace_snapshot.la $(JANSSON_LIBS) $(ZLIB_LIBS) $(PTHREAD_LIBS)
 include_HEADERS += snapshot/memtrace_snapshot.h
@@ -86,3 +87,10 @@ EXTRA_DIST += tests/replay/alloc-free \
 	tests/replay/truncated \
 	tests/replay/unknown-free
 EXTRA_DIST += docs/PYTORCH.md
+
+check_PROGRAMS += tests/snapshot/frames-t
+TESTS += tests/snapshot/frames-t
+tests_snapshot_frames_t_SOURCES = tests/snapshot/frames-t.c
+tests_snapshot_frames_t_CPPFLAGS = $(AM_CPPFLAGS) -DMT_SRCDIR='"$(abs_top_srcdir)"'
+tests_snapshot_frames_t_LDADD = $(SNAPSHOT_LIBS)
+EXTRA_DIST += tests/snapshot/frames-cases.json

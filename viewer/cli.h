@@ -120,6 +120,15 @@ int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, stru
 /* Sizes print exact (bytes) instead of human units: set by --bytes. */
 extern int cli_exact_bytes;
 
+/* Stacks show every frame, those of stack capture, operator dispatch, the interpreter
+ * and thread start included: set by --all-frames (CLI_FRAMES_OPTION). */
+extern int cli_all_frames;
+#define CLI_FRAMES_OPTION                                                                          \
+    CLI_OPTION_BOOL(0, "all-frames", &cli_all_frames,                                              \
+                    "show every frame of a stack; by default frames of stack capture, the "        \
+                    "allocator, operator dispatch, the Python interpreter and thread start are "   \
+                    "hidden")
+
 /* What `memtrace CMD --help` prints: usage line(s), a paragraph, the flags. */
 struct cli_help {
     const char *cmd;
@@ -267,10 +276,16 @@ void cli_progress_init(struct cli_progress *p, struct memtrace_reader *r, const 
 void cli_progress_update(struct cli_progress *p, uint64_t events);
 void cli_progress_done(struct cli_progress *p);
 
-/* Frames of a stack, innermost first, at most depth of them (depth < 0: all). */
+/* Frames of a stack, innermost first: those snapshot/frames.c shows (every frame with
+ * --all-frames, cli_all_frames), the first depth of them (depth < 0: all) and up to
+ * depth Python frames past those, each numbered by its place in the whole stack, then
+ * how many were hidden. The JSON has one object per frame shown, its place as
+ * "index". */
 void cli_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
                      const char *indent);
 json_t *cli_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth);
+/* How many frames of stack the two above leave out as hidden. */
+int cli_stack_hidden(const struct memtrace_reader *r, uint32_t stack);
 
 /* One frame as text: "symbol", else "module+0xOFF", else "0xIP"; then " at file:line"
  * when known. */

@@ -195,6 +195,7 @@ json_t *cli_rank_json(const struct cli_rank *rk, const struct cli_rank_view *v)
         json_object_set_new(
             s, "depth",
             json_integer(w->stack ? memtrace_reader_stack(v->r, w->stack, none, 0) : 0));
+        json_object_set_new(s, "hidden_frames", json_integer(cli_stack_hidden(v->r, w->stack)));
         json_object_set_new(s, "frames", cli_stack_json(v->r, w->stack, v->depth));
         json_array_append_new(arr, s);
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "frames.h"
 
 /* The frame's names are the recorded program's: escaped (cli_escape), so that a name
  * with control characters cannot act on the terminal that shows it. */
@@ -20,7 +21,7 @@ const char *cli_frame_text(char *buf, size_t size, const struct memtrace_frame *
         n = snprintf(buf, size, "%s+0x%" PRIx64, mod, fr->offset);
     else
         n = snprintf(buf, size, "0x%" PRIx64, fr->ip);
-    if (n >= 0 && (size_t)n < size && file && file[0]) {
+    if (n >= 0 && (size_t)n < size && file && file[0] && strcmp(file, "??") != 0) {
         if (fr->line)
             snprintf(buf + n, size - (size_t)n, " at %s:%u", file, (unsigned)fr->line);
         else
@@ -34,46 +35,98 @@ const char *cli_frame_text(char *buf, size_t size, const struct memtrace_frame *
 
 #define MT_STACK_MAX 4096
 
-static int stack_frames(const struct memtrace_reader *r, uint32_t stack, int depth, uint32_t *ids,
-                        int *total)
+int cli_all_frames;
+
+/* Whether frame id is of a Python file. */
+static int python_frame(const struct memtrace_reader *r, uint32_t id)
 {
-    int max = depth < 0 || depth > MT_STACK_MAX ? MT_STACK_MAX : depth;
-    *total = stack ? memtrace_reader_stack(r, stack, ids, max) : 0;
-    return *total < max ? *total : max;
+    const struct memtrace_frame *fr = memtrace_reader_frame(r, id);
+    size_t n = fr ? strlen(fr->file) : 0;
+    return n > 3 && strcmp(fr->file + n - 3, ".py") == 0;
+}
+
+/* The frames of stack to show, innermost first: those frames.c shows (all with
+ * --all-frames), the first depth of them (depth < 0: all) and then up to depth
+ * Python frames more, so that a deep native stack does not hide the program's lines.
+ * ids gets them, where their places in the whole stack, seq their places among the
+ * frames shown (a gap there is frames left out by depth); *total the stack's depth,
+ * *shown how many frames.c shows and *hidden how many it hid (of the first
+ * MT_STACK_MAX: those past it count as shown). */
+static int stack_frames(const struct memtrace_reader *r, uint32_t stack, int depth, uint32_t *ids,
+                        int *where, int *seq, int *total, int *shown, int *hidden)
+{
+    int full = stack ? memtrace_reader_stack(r, stack, ids, MT_STACK_MAX) : 0;
+    int n = full > MT_STACK_MAX ? MT_STACK_MAX : full;
+    *total = full;
+    int m = n;
+    if (cli_all_frames) {
+        for (int k = 0; k < n; k++)
+            where[k] = k;
+    } else {
+        m = mt_stack_shown(r, ids, n, where);
+    }
+    *shown = m + (full - n); /* frames past MT_STACK_MAX count as shown */
+    *hidden = n - m;
+    int kept = 0, python = 0;
+    for (int k = 0; k < m; k++) {
+        int keep = depth < 0 || k < depth;
+        if (!keep && python < depth && python_frame(r, ids[k])) {
+            keep = 1;
+            python++;
+        }
+        if (keep) {
+            ids[kept] = ids[k];
+            where[kept] = where[k];
+            seq[kept++] = k;
+        }
+    }
+    return kept;
 }
 
 void cli_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
                      const char *indent)
 {
     static uint32_t ids[MT_STACK_MAX];
-    int total;
-    int n = stack_frames(r, stack, depth, ids, &total);
+    static int where[MT_STACK_MAX], seq[MT_STACK_MAX];
+    int total, shown, hidden;
+    int n = stack_frames(r, stack, depth, ids, where, seq, &total, &shown, &hidden);
     if (total == 0) {
         fprintf(f, "%s(no stack)\n", indent);
         return;
     }
     for (int k = 0; k < n; k++) {
+        int gap = seq[k] - (k ? seq[k - 1] + 1 : 0);
+        if (gap > 0)
+            fprintf(f, "%s... %d more frame%s\n", indent, gap, gap == 1 ? "" : "s");
         const struct memtrace_frame *fr = memtrace_reader_frame(r, ids[k]);
         char text[1200];
         if (fr)
-            fprintf(f, "%s#%-2d %s\n", indent, k, cli_frame_text(text, sizeof(text), fr));
+            fprintf(f, "%s#%-2d %s\n", indent, where[k], cli_frame_text(text, sizeof(text), fr));
         else
-            fprintf(f, "%s#%-2d (unknown frame %u)\n", indent, k, (unsigned)ids[k]);
+            fprintf(f, "%s#%-2d (unknown frame %u)\n", indent, where[k], (unsigned)ids[k]);
     }
-    if (total > n)
-        fprintf(f, "%s... %d more frames\n", indent, total - n);
+    int rest = shown - (n ? seq[n - 1] + 1 : 0);
+    if (rest > 0)
+        fprintf(f, "%s... %d more frame%s\n", indent, rest, rest == 1 ? "" : "s");
+    if (hidden)
+        fprintf(f,
+                "%s(%d frame%s of stack capture, dispatch and the interpreter hidden: "
+                "--all-frames)\n",
+                indent, hidden, hidden == 1 ? "" : "s");
 }
 
 json_t *cli_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth)
 {
     static uint32_t ids[MT_STACK_MAX];
-    int total;
-    int n = stack_frames(r, stack, depth, ids, &total);
+    static int where[MT_STACK_MAX], seq[MT_STACK_MAX];
+    int total, shown, hidden;
+    int n = stack_frames(r, stack, depth, ids, where, seq, &total, &shown, &hidden);
     json_t *arr = json_array();
     for (int k = 0; k < n; k++) {
         const struct memtrace_frame *fr = memtrace_reader_frame(r, ids[k]);
         json_t *o = json_object();
         json_object_set_new(o, "id", json_integer(ids[k]));
+        json_object_set_new(o, "index", json_integer(where[k]));
         if (fr) {
             char ip[32];
             snprintf(ip, sizeof(ip), "0x%" PRIx64, fr->ip);
@@ -87,4 +140,13 @@ json_t *cli_stack_json(const struct memtrace_reader *r, uint32_t stack, int dept
         json_array_append_new(arr, o);
     }
     return arr;
+}
+
+int cli_stack_hidden(const struct memtrace_reader *r, uint32_t stack)
+{
+    static uint32_t ids[MT_STACK_MAX];
+    static int where[MT_STACK_MAX], seq[MT_STACK_MAX];
+    int total, shown, hidden;
+    stack_frames(r, stack, -1, ids, where, seq, &total, &shown, &hidden);
+    return hidden;
 }

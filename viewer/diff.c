@@ -34,6 +34,7 @@ static const struct cli_opt diff_opts[] = {
                    "show the N stacks that changed most (default 10, 0: all)"),
     CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                    "show at most N frames of each stack (default 16, 0: all)"),
+    CLI_FRAMES_OPTION,
     CLI_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
     CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes, not in KiB, MiB, GiB"),
     CLI_OPTION_STRING(0, "device", &fo.device, "N", "only allocations on device N"),
@@ -53,7 +54,8 @@ static const struct cli_opt diff_opts[] = {
 
 static const struct cli_help diff_help = {
     "diff",
-    "memtrace diff A B [--cost peak|leaked|allocated] [--top N] [--depth N] [--json]\n"
+    "memtrace diff A B [--cost peak|leaked|allocated] [--top N] [--depth N] [--all-frames] "
+    "[--json]\n"
     "                    [--bytes] [filters]\n"
     "       memtrace diff FILE [--from WHEN] [--to WHEN] [options]",
     "Compares two recordings, A (before) and B (after), or one file at two points:\n"
@@ -516,6 +518,7 @@ static json_t *stack_json(const struct result *res, const struct kentry *e, int 
     uint32_t none[1];
     json_object_set_new(
         s, "depth", json_integer(e->stack[k] ? memtrace_reader_stack(r, e->stack[k], none, 0) : 0));
+    json_object_set_new(s, "hidden_frames", json_integer(cli_stack_hidden(r, e->stack[k])));
     json_object_set_new(s, "frames", cli_stack_json(r, e->stack[k], dep));
     return s;
 }

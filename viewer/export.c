@@ -18,23 +18,29 @@ static const struct cli_opt export_opts[] = {
                       "pytorch-pickle, pytorch-json, perfetto, speedscope, folded or csv"),
     CLI_OPTION_STRING('o', "output", &output, "OUT", "write to OUT instead of standard output"),
     CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
+    CLI_FRAMES_OPTION,
     CLI_OPTION_END,
 };
 
 static const struct cli_help export_help = {
     "export",
-    "memtrace export --format FMT [-o OUT [--force]] FILE",
+    "memtrace export --format FMT [-o OUT [--force]] [--all-frames] FILE",
     "Writes a .memtrace file in another tool's format, reading it as a stream:\n"
     "  pytorch-pickle  PyTorch's memory snapshot, pickled (protocol 4): opens in\n"
     "                  MemoryViz (pytorch.org/memory_viz) and torch/cuda/_memory_viz.py\n"
     "  pytorch-json    the same snapshot as JSON\n"
     "  perfetto        Chrome trace event JSON for ui.perfetto.dev: a memory counter\n"
-    "                  track per device (allocated, reserved, used) and block slices\n"
+    "                  track per device (allocated, reserved, used) and block slices,\n"
+    "                  each named by its stack's innermost Python frame (else its\n"
+    "                  innermost frame that peak would show)\n"
     "  speedscope      speedscope's JSON: bytes allocated, and bytes live at the peak,\n"
     "                  by stack\n"
     "  folded          folded stacks for flamegraph.pl: frames outermost first joined\n"
     "                  by ';', a space, the bytes allocated\n"
     "  csv             one line per event, with a header line\n"
+    "Folded stacks and speedscope leave out the frames that peak hides (stack capture,\n"
+    "the allocator, operator dispatch, the Python interpreter, thread start) unless\n"
+    "--all-frames; the PyTorch snapshots and CSV carry every frame.\n"
     "PyTorch snapshots hold device memory only: host-memory and counter events are\n"
     "left out (the count is reported); docs/PYTORCH.md has the mapping.",
     export_opts,
@@ -66,7 +72,7 @@ int cli_cmd_export(int argc, char **argv)
         return CLI_EXIT_FAIL;
     struct mt_export_stats st;
     struct memtrace_errinfo err;
-    rc = mt_export(pos[0], fmt, out, &st, &err);
+    rc = mt_export(pos[0], fmt, cli_all_frames ? MT_EXPORT_ALL_FRAMES : 0, out, &st, &err);
     if (to_file && fclose(out) != 0 && rc == 0) {
         err.code = rc = MEMTRACE_EIO;
         snprintf(err.text, sizeof(err.text), "cannot write %s: %s", output, strerror(errno));

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "cli_rank.h"
+#include "frames.h"
 
 static const char *cost_name = "peak", *format = "folded", *out_path;
 static int force;
@@ -30,6 +31,7 @@ static const struct cli_opt flame_opts[] = {
     CLI_OPTION_STRING(0, "format", &format, "FMT", "folded (default) or svg"),
     CLI_OPTION_STRING('o', "output", &out_path, "OUT", "write to OUT instead of standard output"),
     CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
+    CLI_FRAMES_OPTION,
     CLI_FILTER_OPTIONS(&fo),
     CLI_OPTION_END,
 };
@@ -37,15 +39,17 @@ static const struct cli_opt flame_opts[] = {
 static const struct cli_help flame_help = {
     "flamegraph",
     "memtrace flamegraph FILE [--cost peak|leaked|allocated|temporary|count]\n"
-    "       [--format folded|svg] [-o OUT [--force]] [--device N] [--stream S] [--min-size SIZE]\n"
-    "       [--category NAME] [--from WHEN] [--to WHEN]",
+    "       [--format folded|svg] [-o OUT [--force]] [--all-frames] [--device N] [--stream S]\n"
+    "       [--min-size SIZE] [--category NAME] [--from WHEN] [--to WHEN]",
     "Writes a cost per stack of FILE as folded stacks (one line per stack: frames\n"
     "outermost first joined by ';', a space, the cost), which flamegraph.pl, speedscope\n"
     "and difffolded.pl read, or as a self-contained SVG flame graph (click a frame to\n"
     "zoom, 'Search' to highlight frames matching a regular expression). The costs are\n"
     "those of peak, leaks and top: bytes alive at the peak of allocated memory, bytes\n"
     "still alive at the end (allocated since --from), bytes allocated, the number of\n"
-    "temporary allocations, or the number of allocations.",
+    "temporary allocations, or the number of allocations. Frames of stack capture, the\n"
+    "allocator, operator dispatch, the Python interpreter and thread start are left out\n"
+    "(as in peak's stacks) unless --all-frames.",
     flame_opts,
     0,
 };
@@ -94,12 +98,15 @@ static uint64_t row_cost(const struct cli_rank_row *w, int cost)
     }
 }
 
-/* The frame ids of stack, outermost first, into ids; their number. */
+/* The frame ids of stack that show (all with --all-frames), outermost first, into ids;
+ * their number. */
 static int stack_outer_first(const struct memtrace_reader *r, uint32_t stack, uint32_t *ids)
 {
     int n = stack ? memtrace_reader_stack(r, stack, ids, STACK_MAX) : 0;
     if (n > STACK_MAX)
         n = STACK_MAX;
+    if (!cli_all_frames)
+        n = mt_stack_shown(r, ids, n, NULL);
     for (int i = 0, j = n - 1; i < j; i++, j--) {
         uint32_t t = ids[i];
         ids[i] = ids[j];

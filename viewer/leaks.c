@@ -20,6 +20,7 @@ static const struct cli_opt leaks_opts[] = {
                    "show the N largest stacks (default 10, 0: all)"),
     CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                    "show at most N frames of each stack (default 16, 0: all)"),
+    CLI_FRAMES_OPTION,
     CLI_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
     CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes instead of KiB, MiB, GiB"),
     CLI_FILTER_OPTIONS(&fo),
@@ -28,7 +29,8 @@ static const struct cli_opt leaks_opts[] = {
 
 static const struct cli_help leaks_help = {
     "leaks",
-    "memtrace leaks FILE... [--top N] [--depth N] [--json] [--bytes] [--device N] [--stream S]\n"
+    "memtrace leaks FILE... [--top N] [--depth N] [--all-frames] [--json] [--bytes] [--device N] "
+    "[--stream S]\n"
     "       [--min-size SIZE] [--category NAME] [--from WHEN] [--to WHEN]",
     "Shows the blocks still allocated at the end of FILE (at the end of the --to window),\n"
     "grouped by the stack that allocated them, largest first, with bytes, number of\n"

@@ -43,7 +43,8 @@ VIEWER_TESTS = tests/viewer/cli-t tests/viewer/info-t tests/viewer/summary-t \
 	tests/viewer/export-t \
 	tests/viewer/import-t \
 	tests/viewer/merge-t \
-	tests/viewer/diff-t
+	tests/viewer/diff-t \
+	tests/viewer/stacks-t
 check_PROGRAMS += $(VIEWER_TESTS)
 TESTS += $(VIEWER_TESTS)
 tests_viewer_cli_t_SOURCES = tests/viewer/cli-t.c tests/viewer/cli-util.h
@@ -78,3 +79,5 @@ tests_viewer_merge_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 EXTRA_DIST += tests/viewer/pytorch-check.py
 tests_viewer_diff_t_SOURCES = tests/viewer/diff-t.c tests/viewer/cli-util.h
 tests_viewer_diff_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+tests_viewer_stacks_t_SOURCES = tests/viewer/stacks-t.c tests/viewer/cli-util.h
+tests_viewer_stacks_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

@@ -26,6 +26,7 @@ static const struct cli_opt peak_opts[] = {
                    "show the N largest stacks (default 10, 0: all)"),
     CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                    "show at most N frames of each stack (default 16, 0: all)"),
+    CLI_FRAMES_OPTION,
     CLI_OPTION_BOOL('j', "json", &json, "print one JSON object (bytes and ns) instead of text"),
     CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes instead of KiB, MiB, GiB"),
     CLI_FILTER_OPTIONS(&fo),
@@ -34,7 +35,8 @@ static const struct cli_opt peak_opts[] = {
 
 static const struct cli_help peak_help = {
     "peak",
-    "memtrace peak FILE... [--at WHEN] [--reserved] [--top N] [--depth N] [--json] [--bytes]\n"
+    "memtrace peak FILE... [--at WHEN] [--reserved] [--top N] [--depth N] [--all-frames] [--json] "
+    "[--bytes]\n"
     "       [--device N] [--stream S] [--min-size SIZE] [--category NAME] [--from WHEN]\n"
     "       [--to WHEN]",
     "Shows what was alive at the peak of allocated memory (of reserved memory with\n"

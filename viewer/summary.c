@@ -22,13 +22,14 @@ static const struct cli_opt summary_opts[] = {
                    "show the N largest stacks alive at the peak (default 10, 0: all)"),
     CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                    "show at most N frames of each stack (default 16, 0: all)"),
+    CLI_FRAMES_OPTION,
     CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes, not KiB, MiB, GiB"),
     CLI_OPTION_END,
 };
 
 static const struct cli_help summary_help = {
     "summary",
-    "memtrace summary FILE [--json] [--top N] [--depth N] [--bytes]\n"
+    "memtrace summary FILE [--json] [--top N] [--depth N] [--all-frames] [--bytes]\n"
     "       memtrace summary FILE1 FILE2... [--json] [--bytes]",
     "Replays the events of FILE. Allocated bytes rise on 'alloc' and fall on\n"
     "'free_completed' of a live block (a free of an unknown address is counted as\n"
@@ -213,6 +214,7 @@ static int print_json(const struct out *o)
         json_object_set_new(
             s, "depth",
             json_integer(g->stack ? memtrace_reader_stack(o->r, g->stack, none, 0) : 0));
+        json_object_set_new(s, "hidden_frames", json_integer(cli_stack_hidden(o->r, g->stack)));
         json_object_set_new(s, "frames", cli_stack_json(o->r, g->stack, o->depth));
         json_array_append_new(arr, s);
     }

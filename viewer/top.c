@@ -24,6 +24,7 @@ static const struct cli_opt top_opts[] = {
                    "show the N first stacks (default 10, 0: all)"),
     CLI_OPTION_INT('d', "depth", &depth, "N", 0, 4096,
                    "show at most N frames of each stack (default 16, 0: all)"),
+    CLI_FRAMES_OPTION,
     CLI_OPTION_BOOL('j', "json", &json,
                     "print one JSON object (bytes and ns) with every figure of each stack"),
     CLI_OPTION_BOOL(0, "bytes", &cli_exact_bytes, "print sizes in bytes instead of KiB, MiB, GiB"),
@@ -33,7 +34,8 @@ static const struct cli_opt top_opts[] = {
 
 static const struct cli_help top_help = {
     "top",
-    "memtrace top FILE [--by bytes|count|temporary] [--top N] [--depth N] [--json] [--bytes]\n"
+    "memtrace top FILE [--by bytes|count|temporary] [--top N] [--depth N] [--all-frames] [--json] "
+    "[--bytes]\n"
     "       [--device N] [--stream S] [--min-size SIZE] [--category NAME] [--from WHEN]\n"
     "       [--to WHEN]",
     "Ranks the stacks that allocated blocks in FILE (inside the --from/--to window) by\n"

@@ -62,7 +62,7 @@ static void real_snapshot(void)
     snprintf(orig, sizeof(orig), "%s/../shared/data/pytorch-snapshots/eor-training.pickle",
              src && *src ? src : ".");
     if (!exists(orig)) {
-        skip(10,
+        skip(12,
              "the real snapshot ../shared/data/pytorch-snapshots/eor-training.pickle is absent");
         return;
     }
@@ -78,6 +78,18 @@ static void real_snapshot(void)
     is_int(7, (long long)c.action[MEMTRACE_SEGMENT_ALLOC], "real snapshot: segment_alloc");
     is_int(9, (long long)c.action[MEMTRACE_SNAPSHOT], "real snapshot: snapshot");
     is_int(10, (long long)c.segments, "real snapshot: 10 segments");
+    /* its stacks as PyTorch took them: 6 frames of unwinder and allocator, then the
+     * dispatcher and the interpreter around the kernels and the Python lines */
+    const char *pk[] = {"peak", "--top", "1", "--depth", "4", out, NULL};
+    r = cli_run(pk);
+    ok(strstr(r.out, "      #6  at::TensorBase at::detail::_empty_strided_generic") &&
+           strstr(r.out, "      #31 generate_counterfactuals at ") &&
+           strstr(r.out, "counterfactuals.py:102\n") && !strstr(r.out, "unwind"),
+       "real snapshot: peak shows the kernel and the Python lines, not the unwinder");
+    ok(strstr(r.out, "(34 frames of stack capture, dispatch and the interpreter hidden: "
+                     "--all-frames)") != NULL,
+       "real snapshot: and how many frames it hid");
+    cli_free(&r);
     const char *back = cli_path("eor.pickle");
     const char *args[] = {"export", "--format", "pytorch-pickle", "-o", back, out, NULL};
     r = cli_run(args);
@@ -435,7 +447,7 @@ static void limits(void)
 
 int main(void)
 {
-    plan(48);
+    plan(50);
     cli_scratch();
     real_snapshot();
     known();

@@ -153,7 +153,9 @@ def perfetto(path):
     en = [e for e in ev if e["ph"] == "e"]
     check(len(b) == 4 and len(en) == 4, "4 block slices begun and ended: %d %d" % (len(b), len(en)))
     check(sorted(e["id"] for e in b) == sorted(e["id"] for e in en), "slices pair by id")
-    check(b[0]["name"] == "alloc_fn" and b[0]["args"]["size"] == 1024, "first slice %s" % b[0])
+    # named by the stack's innermost Python frame, with its file and line
+    check(b[0]["name"] == "alloc_fn (model.py:10)" and b[0]["args"]["size"] == 1024,
+          "first slice %s" % b[0])
     check(len([e for e in ev if e["ph"] in "BE"]) == 2, "annotation begin and end")
     check(len([e for e in ev if e["ph"] == "i" and e["name"] == "oom"]) == 1, "one oom instant")
 
