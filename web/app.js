@@ -53,12 +53,44 @@
     }
     function frameText(f) {
         let s = f.symbol || (f.module ? `${f.module}+${hex(f.offset)}` : hex(f.ip));
-        if (f.file)
+        if (f.file && f.file !== '??')
             s += ` (${f.file}${f.line ? ':' + f.line : ''})`;
         return s;
     }
     function stackOf(stack, max) {
         return Format.stackFrames(S.info, stack, max);
+    }
+    /* "all frames": every view shows every frame of a stack. */
+    function allFrames() {
+        return $('all-frames').checked;
+    }
+    /* The frames of a stack the views show (frames.c's rules, format.js's copy):
+     * {frames, where (each one's index in the whole stack), hidden}; every frame when
+     * "all frames" is ticked. */
+    function visible(frames) {
+        return allFrames() ? { frames, where: frames.map((f, k) => k), hidden: 0 } : Format.shownFrames(frames);
+    }
+    /* The frame that names a stack in one line: its innermost frame with "all
+     * frames", else its innermost Python frame or innermost shown frame. */
+    function nameOf(stack) {
+        return allFrames() ? stackOf(stack, 1)[0] : Format.nameFrame(stackOf(stack));
+    }
+    /* A frame of a list as the CLI prints it: #index in the whole stack, so that a gap
+     * in the numbers shows where frames were hidden. */
+    function frameLine(tag, f, k) {
+        const line = el(tag, null, 'frame-line');
+        line.appendChild(el('span', `#${k}`, 'frame-no'));
+        line.appendChild(document.createTextNode(' '));
+        line.appendChild(el('span', frameText(f), 'frame'));
+        return line;
+    }
+    /* The lines after a list of frames: how many more there are, how many hidden. */
+    function framesNotes(box, v, listed) {
+        if (v.frames.length > listed)
+            box.appendChild(el('div', `... ${v.frames.length - listed} more frame${v.frames.length - listed === 1 ? '' : 's'}`, 'frames-more'));
+        if (v.hidden)
+            box.appendChild(el('div', `${v.hidden} frame${v.hidden === 1 ? '' : 's'} hidden (stack capture, allocator, ` +
+                'dispatch, interpreter, thread start): tick "all frames" to see them', 'frames-hidden'));
     }
     function str(id) {
         return (S.info && S.info.strings[id]) || '';
@@ -340,6 +372,8 @@
         if (['timeline', 'reserved', 'attime', 'peak', 'info'].includes(h.get('view')) ||
             (h.get('view') === 'compare' && S.files.length > 1))
             S.tab = h.get('view');
+        if (h.get('frames') === 'all')
+            $('all-frames').checked = true;
         if (h.has('q')) {
             $('search').value = h.get('q');
             setSearch(h.get('q'));
@@ -359,6 +393,8 @@
             if (S.view.category !== null)
                 h.set('cat', String(S.view.category));
             h.set('color', $('color-by').value);
+            if (allFrames())
+                h.set('frames', 'all');
             if (S.search)
                 h.set('q', S.search);
             history.replaceState(null, '', '#' + h.toString());
@@ -746,12 +782,12 @@
         row(tbl, c.ended[id] === 0 ? 'freed' : why,
             c.ended[id] === 0 ? 'never (live at the end)' : `+${fmtTime(c.t1[id] - t0)} (event ${c.ev1[id]}), lived ${fmtTime(c.t1[id] - c.t0[id])}`);
         box.appendChild(tbl);
-        const frames = stackOf(c.stack[id]);
+        const frames = stackOf(c.stack[id]), v = visible(frames);
         box.appendChild(el('div', frames.length ? `stack ${c.stack[id]}, ${frames.length} frames, innermost first:` : 'no stack recorded', 'stack-head'));
         const ol = el('ol', null, 'stack');
-        for (const f of frames)
-            ol.appendChild(el('li', frameText(f)));
+        v.frames.forEach((f, k) => ol.appendChild(frameLine('li', f, v.where[k])));
         box.appendChild(ol);
+        framesNotes(box, v, v.frames.length);
     }
     function showTooltipFor(h, clientX, clientY, pinned) {
         const tip = $('tooltip');
@@ -769,7 +805,7 @@
             tip.appendChild(el('div', `${h.count} allocations too small to draw at this scale, ${fmtBytes(h.bytes)} in all (zoom in to split them)`));
             const bySize = h.ids.slice().sort((a, b) => S.model.blocks.size[b] - S.model.blocks.size[a]).slice(0, 3);
             for (const id of bySize) {
-                const f = stackOf(S.model.blocks.stack[id], 1)[0];
+                const f = nameOf(S.model.blocks.stack[id]);
                 tip.appendChild(el('div', `${fmtBytes(S.model.blocks.size[id])} at ${hex(S.model.blocks.addr[id])}${f ? ' from ' + frameText(f) : ''}`, 'agg-item'));
             }
         } else if (h.kind === 'levels') {
@@ -784,7 +820,7 @@
             tip.appendChild(tbl);
             tip.appendChild(el('div', 'the highest level of each in this pixel column', 'stack-head'));
             for (const o of h.ooms) {
-                const f = stackOf(o.stack, 1)[0];
+                const f = nameOf(o.stack);
                 tip.appendChild(el('div', `out of memory at +${fmtTime(o.time - S.model.t_min)} (event ${o.index}): ` +
                     `${fmtBytes(o.size)} asked for, ${fmtBytes(o.device_free)} free on the device${f ? ', from ' + frameText(f) : ''}`, 'oom-item'));
             }
@@ -832,7 +868,7 @@
             const id = Number(st[1]);
             if (id < nStacks)
                 m[id] = 1;
-            const f = id < nStacks ? stackOf(id, 1)[0] : null;
+            const f = id < nStacks ? nameOf(id) : null;
             res.textContent = id < nStacks ? `stack ${id}${f ? ': ' + frameText(f) : ''}` : `no stack ${id}`;
             S.match = m;
             return;
@@ -1155,7 +1191,7 @@
             out.size = fmtBytes(c.size[i]);
             out.addr = hex(c.addr[i]);
             out.device = c.device[i];
-            const f = stackOf(c.stack[i], 1)[0];
+            const f = nameOf(c.stack[i]);
             out.frame = f ? frameText(f) : '';
         } else if (k === 2) {
             const an = m.annotations[i];
@@ -1165,7 +1201,7 @@
             const o = m.ooms[i];
             out.size = fmtBytes(o.size);
             out.device = o.device;
-            const f = stackOf(o.stack, 1)[0];
+            const f = nameOf(o.stack);
             out.frame = f ? frameText(f) : '';
         }
         return out;
@@ -1312,11 +1348,12 @@
             tr.appendChild(el('td', `${fmtBytes(r.a[0])} in ${r.a[1]}`, 'num'));
             tr.appendChild(el('td', `${fmtBytes(r.b[0])} in ${r.b[1]}`, 'num'));
             tr.appendChild(el('td', `${r.delta > 0 ? '+' : '-'}${fmtBytes(Math.abs(r.delta))}`, 'num delta'));
-            const td = el('td');
+            /* Matched on whole stacks (compare.js); only the display hides frames. */
+            const td = el('td'), v = visible(r.frames);
             if (!r.frames.length)
                 td.appendChild(el('span', '(no stack)'));
-            for (const fr of r.frames.slice(0, 12))
-                td.appendChild(el('div', frameText(fr), 'frame'));
+            v.frames.slice(0, 12).forEach((fr, k) => td.appendChild(frameLine('div', fr, v.where[k])));
+            framesNotes(td, v, 12);
             tr.appendChild(td);
             tbody.appendChild(tr);
         }
@@ -1346,7 +1383,7 @@
         /* Sorted by the column chosen (bytes first), ties by bytes, then stack id. */
         const { key, dir } = S.peakSort;
         const inner = (stack) => {
-            const f = stackOf(stack, 1)[0];
+            const f = visible(stackOf(stack)).frames[0];
             return f ? frameText(f) : '';
         };
         const rows = [...groups.entries()].map(([stack, g]) => ({ stack, g, text: key === 'stack' ? inner(stack) : '' }));
@@ -1361,24 +1398,26 @@
             tr.dataset.stack = String(stack);
             tr.appendChild(el('td', fmtBytes(g.bytes), 'num'));
             tr.appendChild(el('td', String(g.count), 'num'));
-            const td = el('td');
-            const frames = stackOf(stack, 12);
-            if (!frames.length)
+            const td = el('td'), v = visible(stackOf(stack));
+            if (!v.frames.length)
                 td.appendChild(el('span', '(no stack)'));
-            for (const fr of frames)
-                td.appendChild(el('div', frameText(fr), 'frame'));
+            v.frames.slice(0, 12).forEach((fr, k) => td.appendChild(frameLine('div', fr, v.where[k])));
+            framesNotes(td, v, 12);
+            td.dataset.hidden = String(v.hidden);
             tr.appendChild(td);
             tbody.appendChild(tr);
         }
     }
 
     /* The stacks live at the peak as a tree, outermost frame at the top; frames of
-     * the same text under one parent are one node. */
+     * the same text under one parent are one node. Hidden frames are left out before
+     * the tree is built, so that the towers do not all end in the same frames of stack
+     * capture and dispatch. */
     function flameTree(groups) {
         const node = (name, full, parent) => ({ name, full, parent, bytes: 0, count: 0, kids: new Map() });
         const root = node('all stacks at the peak', 'all stacks at the peak', null);
         for (const [stack, g] of groups) {
-            const path = stackOf(stack).reverse();
+            const path = visible(stackOf(stack)).frames.reverse();
             let at = root;
             at.bytes += g.bytes;
             at.count += g.count;
@@ -1642,6 +1681,17 @@
                 return;
             S.tl.setColorBy(e.target.value);
             fillLegend();
+            redraw();
+            writeHash();
+        });
+        /* Every frame in every view, or only those frames.c's rules show. */
+        $('all-frames').addEventListener('change', () => {
+            if (!S.model)
+                return;
+            S.flameFocus = [];
+            setSearch(S.search);
+            if (S.pinned)
+                showTooltipFor(S.pinned.hit, S.pinned.x, S.pinned.y, true);
             redraw();
             writeHash();
         });

@@ -687,11 +687,92 @@ function memtraceFormatFactory() {
         return out;
     }
 
+    /* Which frames the views show by default. A copy of snapshot/frames.c's rules, in
+     * its order and with its lists: a change to one is a change to both, and
+     * tests/snapshot/frames-cases.json holds the cases both pass (tests/snapshot/frames-t,
+     * tests/web/frames-t.mjs). A frame of a Python file is always shown. */
+    const FRAME_RULES = {
+        /* Symbols that take the stack, and the allocators that ask for it. */
+        captureWithin: ['unwind::unwind', 'CapturedTraceback::gather', 'gather_with_cpp'],
+        capturePrefix: ['c10::cuda::CUDACachingAllocator::', 'c10::xpu::XPUCachingAllocator::'],
+        /* The dispatcher's generic layers between an operator's call and its kernel. */
+        dispatchPrefix: ['c10::impl::wrap_kernel_functor_unboxed_', 'c10::impl::make_boxed_from_unboxed_functor',
+            'c10::impl::BoxedKernelWrapper', 'c10::impl::call_functor_with_args_from_stack',
+            'c10::BoxedKernel::', 'c10::KernelFunction::', 'c10::Dispatcher::', 'c10::OperatorHandle::',
+            'c10::TypedOperatorHandle'],
+        /* CPython's C functions that run Python code, by prefix (besides the Py and _Py
+         * API names), and the interpreter's files. */
+        interpPrefix: ['cfunction_', 'method_vectorcall', 'vectorcall_method', 'slot_tp_', 'pymain_', 'run_mod',
+            'run_eval_code_obj', 'builtin_exec'],
+        interpFile: ['Python/ceval.c', 'Objects/call.c', 'Objects/methodobject.c', 'Python/pythonrun.c',
+            'Modules/main.c', 'pycore_ceval.h', 'cpython/abstract.h'],
+        /* Below main and a thread's function. */
+        startExact: ['_start', 'start_thread', '__clone', '__clone3', 'clone3', 'clone',
+            'execute_native_thread_routine'],
+        startPrefix: ['__libc_start_'],
+    };
+
+    /* A name of CPython's C API: Py or _Py, then a capital letter or '_'. */
+    function pythonApi(s) {
+        const k = s[0] === '_' ? 1 : 0, c = s[k + 2] || '';
+        return s[k] === 'P' && s[k + 1] === 'y' && ((c >= 'A' && c <= 'Z') || c === '_');
+    }
+
+    /* The kind of frame f ({symbol, file, module, ip} as stackFrames gives it; null:
+     * 'unknown'): 'shown', 'capture', 'dispatch', 'interpreter', 'start' or 'unknown'. */
+    function frameKind(f) {
+        if (!f)
+            return 'unknown';
+        const R = FRAME_RULES, sym = f.symbol || '', file = f.file || '';
+        const base = file.slice(file.lastIndexOf('/') + 1);
+        const known = (s) => s !== '' && s !== '??';
+        const prefixed = (list) => list.some((p) => sym.startsWith(p));
+        if (file.endsWith('.py'))
+            return 'shown';
+        if (!known(sym) && !known(file) && !f.module && !f.ip)
+            return 'unknown';
+        if (R.captureWithin.some((w) => sym.includes(w)) || prefixed(R.capturePrefix))
+            return 'capture';
+        if (prefixed(R.dispatchPrefix) || file.includes('core/boxing/') ||
+            (base.startsWith('Register') && base.endsWith('.cpp')) ||
+            (sym.startsWith('at::_ops::') && sym.includes('::redispatch(')))
+            return 'dispatch';
+        if (pythonApi(sym) || prefixed(R.interpPrefix) || R.interpFile.some((w) => file.includes(w)))
+            return 'interpreter';
+        if (R.startExact.includes(sym) || prefixed(R.startPrefix))
+            return 'start';
+        return 'shown';
+    }
+
+    /* The frames of a stack (innermost first) that are shown, in order: {frames,
+     * where (each one's index in the whole stack), hidden (how many are not)}. When no
+     * frame would be shown all are: a stack is never shown empty. */
+    function shownFrames(frames) {
+        const kept = [], where = [];
+        frames.forEach((f, k) => {
+            if (frameKind(f) === 'shown') {
+                kept.push(f);
+                where.push(k);
+            }
+        });
+        if (kept.length === 0)
+            return { frames: frames.slice(), where: frames.map((f, k) => k), hidden: 0 };
+        return { frames: kept, where, hidden: frames.length - kept.length };
+    }
+
+    /* The frame that names a stack in one line: its innermost Python frame, else its
+     * innermost shown frame, else its innermost frame; null for an empty stack. */
+    function nameFrame(frames) {
+        const python = frames.find((f) => f && (f.file || '').endsWith('.py'));
+        return python || frames.find((f) => frameKind(f) === 'shown') || frames[0] || null;
+    }
+
     function isMemtrace(bytes) {
         return bytes.length >= 8 && textDecoder.decode(bytes.subarray(0, 8)) === 'MEMTRACE';
     }
 
-    return { read, crc32, predictKey, stackFrames, isMemtrace, FormatError, ACTIONS };
+    return { read, crc32, predictKey, stackFrames, frameKind, shownFrames, nameFrame, isMemtrace,
+        FormatError, ACTIONS };
 }
 
 (function (api) {

@@ -73,8 +73,8 @@ try {
     is(colours, [true, true], "A's line and B's line are drawn");
     const rows = await page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'),
         (tr) => [tr.className, Number(tr.dataset.delta), tr.cells[4].innerText.split('\n')[0]]));
-    is(rows, [['shrank', -350, 'alloc_cache (model.py:10)'], ['grew', 300, 'alloc_acts (model.py:10)'],
-        ['new', 256, 'alloc_extra (model.py:10)'], ['gone', -128, 'alloc_old (model.py:10)']],
+    is(rows, [['shrank', -350, '#0 alloc_cache (model.py:10)'], ['grew', 300, '#0 alloc_acts (model.py:10)'],
+        ['new', 256, '#0 alloc_extra (model.py:10)'], ['gone', -128, '#0 alloc_old (model.py:10)']],
     'the stacks that differ at the peak, both directions, largest first; the weights are not listed');
     const summary = await page.evaluate(() => document.getElementById('compare-summary').textContent);
     ok(summary.includes('4 stacks differ: 2 grew or are new (+556 B), 2 shrank or are gone (-478 B)'),
@@ -99,7 +99,7 @@ try {
         'stream 1: each file drawn to the peak of its stream-1 blocks');
     is(await page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'),
         (tr) => [tr.className, Number(tr.dataset.delta), tr.cells[4].innerText.split('\n')[0]])),
-    [['shrank', -350, 'alloc_cache (model.py:10)'], ['new', 256, 'alloc_extra (model.py:10)']],
+    [['shrank', -350, '#0 alloc_cache (model.py:10)'], ['new', 256, '#0 alloc_extra (model.py:10)']],
     'stream 1: only the cache and the extra differ');
     await screenshot(page, 'compare-stream-1');
     await page.selectOption('#stream', '');
@@ -128,7 +128,7 @@ try {
         'category weights: basic.memtrace holds 64 MiB of them, streams.memtrace none');
     is(await page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'),
         (tr) => [tr.className, Number(tr.dataset.delta), tr.cells[4].innerText.split('\n')[0]])),
-    [['gone', -64 * 1024 * 1024, 'alloc_weights (model.c:12)']], 'category weights: only the weights differ, gone');
+    [['gone', -64 * 1024 * 1024, '#0 alloc_weights (model.c:12)']], 'category weights: only the weights differ, gone');
     is(errors, [], 'no error on the page');
     await ctx.close();
     done();

@@ -1,0 +1,156 @@
+// frames-view-t: the views hide the frames of stack capture, dispatch, the interpreter
+// and thread start (format.js's copy of snapshot/frames.c's rules) on a real PyTorch
+// snapshot (shared/data/pytorch-snapshots/eor-training.pickle) imported with `memtrace
+// import`. Its largest stack at the peak, stack 50 (15.0 MiB), has 50 frames: 34 are
+// hidden and the peak table starts it at #6, the allocation's kernel, as `memtrace
+// peak` does; every stack hides as many frames as `memtrace peak --json` says; no
+// torch::unwind::unwind() frame is in the peak table, the flame graph or a block's
+// tooltip. Ticking "all frames" shows them everywhere, and is kept in the URL. Two
+// snapshots whose one stack differs only in a hidden frame are compared on whole
+// stacks: the compare view lists both stacks, each shown from #1 with 1 frame hidden.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { bail, builddir, done, is, join, launch, loadFile, needBrowser, ok, openViewer, plan, screenshot,
+    skipAll, srcdir } from './lib.mjs';
+
+const pickle = join(srcdir, '..', 'shared', 'data', 'pytorch-snapshots', 'eor-training.pickle');
+const memtrace = join(builddir, 'memtrace');
+if (!existsSync(memtrace))
+    skipAll(`${memtrace} is not built`);
+if (!existsSync(pickle))
+    skipAll(`${pickle} is absent`);
+const pw = needBrowser();
+const UNWIND = 'torch::unwind::unwind()';
+
+plan(18);
+let ctx;
+try {
+    const dir = mkdtempSync(join(tmpdir(), 'memtrace-frames-'));
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'eor.memtrace');
+    execFileSync(memtrace, ['import', pickle, '-o', file], { stdio: 'ignore' });
+    const cli = JSON.parse(execFileSync(memtrace, ['peak', file, '--json', '--top', '100'], { encoding: 'utf8' }));
+    const cliHidden = Object.fromEntries(cli.stacks.map((s) => [String(s.stack), s.hidden_frames]));
+
+    ctx = await launch(pw);
+    const page = await openViewer(ctx);
+    is(await loadFile(page, file), 'ready', 'the imported snapshot loads');
+    const peakTab = async () => {
+        await page.click('#tabs button[data-view="peak"]');
+        await page.waitForTimeout(150);
+    };
+    /* Per row of the peak table: stack, hidden count, its frame lines and notes. */
+    const peak = () => page.evaluate(() => Array.from(document.querySelectorAll('#peak-table tbody tr'), (tr) => ({
+        stack: tr.dataset.stack, hidden: tr.cells[2].dataset.hidden,
+        lines: Array.from(tr.cells[2].querySelectorAll('.frame-line'), (d) => d.textContent),
+        notes: Array.from(tr.cells[2].querySelectorAll('.frames-more, .frames-hidden'), (d) => d.textContent),
+    })));
+    const flame = () => page.evaluate((u) => [
+        Array.from(document.querySelectorAll('#flame .flame-node[data-depth="1"]'), (n) => n.textContent),
+        Array.from(document.querySelectorAll('#flame .flame-node'), (n) => n.textContent).filter((t) => t === u).length,
+    ], UNWIND);
+    const hasUnwind = (rows) => rows.some((r) => r.lines.some((l) => l.includes(UNWIND)));
+
+    await peakTab();
+    let rows = await peak();
+    is([rows[0].stack, rows[0].hidden, rows[0].lines.length, rows[0].lines[0].split('<')[0]],
+        ['50', '34', 12, '#6 at::TensorBase at::detail::_empty_strided_generic'],
+        'peak table: stack 50 starts at frame #6, the kernel that allocated, 34 frames hidden');
+    is(rows[0].notes, ['... 4 more frames', '34 frames hidden (stack capture, allocator, dispatch, interpreter, ' +
+        'thread start): tick "all frames" to see them'], 'peak table: stack 50 says how many frames are hidden and how to see them');
+    is(rows[0].lines.map((l) => l.split(' ')[0]), ['#6', '#7', '#8', '#9', '#10', '#15', '#16', '#17', '#22', '#24', '#25', '#27'],
+        'peak table: frames numbered by their place in the whole stack, as memtrace peak numbers them');
+    ok(!hasUnwind(rows), `peak table: no ${UNWIND} frame by default`);
+    is(Object.fromEntries(rows.map((r) => [r.stack, Number(r.hidden)])), cliHidden,
+        `peak table: each of the ${rows.length} stacks hides as many frames as memtrace peak --json says`);
+    let [outer, unwinds] = await flame();
+    is([outer, unwinds], [['<module>', 'torch::autograd::python::PythonEngine::thread_init(int, ' +
+        'std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)'], 0],
+    'flame graph: towers start at the program\'s <module> and autograd\'s thread, none ends in the unwinder');
+    await screenshot(page, 'frames-peak');
+
+    /* A row leads to the timeline, where the stack is named by its Python frame. */
+    await page.click('#peak-table tbody tr:first-child');
+    await page.waitForTimeout(150);
+    is(await page.evaluate(() => document.getElementById('search-result').textContent),
+        'stack 50: generate_counterfactuals (/oscar/home/jsolt/FourierNN/counterfactuals.py:102)',
+        'the stack is named by its innermost Python frame');
+    /* Hover the highest column's top block: its stack without the hidden frames. */
+    const hover = async () => {
+        const f = await page.evaluate(() => {
+            const fr = memtraceViewer.frame(), c = document.getElementById('timeline').getBoundingClientRect();
+            return [fr.W, fr.H, c.left, c.top];
+        });
+        await page.mouse.move(f[2] + 78 + f[0] / 2, f[3] + 16 + f[1] - 3);
+        await page.mouse.move(f[2] + 78 + f[0] / 2 + 1, f[3] + 16 + f[1] - 3);
+        return page.evaluate(() => document.getElementById('tooltip').innerText);
+    };
+    await page.fill('#search', '');
+    await page.waitForTimeout(300);
+    let tip = await hover();
+    ok(/frames, innermost first/.test(tip) && /\n#\d+ \S/.test(tip) && !tip.includes(UNWIND) &&
+        /\d+ frames hidden \(.*\): tick "all frames" to see them/.test(tip),
+    'a block\'s tooltip: its stack without the unwinder, and how many frames are hidden', tip.slice(0, 2000));
+
+    await page.check('#all-frames');
+    await page.waitForTimeout(300);
+    tip = await hover();
+    ok(tip.includes(`#0 ${UNWIND}`) && !tip.includes('frames hidden'), 'with "all frames": the tooltip starts at #0, the unwinder',
+        tip.slice(0, 2000));
+    await peakTab();
+    rows = await peak();
+    is([rows[0].stack, rows[0].hidden, rows[0].lines[0], rows[0].notes], ['50', '0', `#0 ${UNWIND}`, ['... 38 more frames']],
+        'with "all frames": stack 50 starts at #0, the unwinder, nothing hidden');
+    ok(rows.every((r) => r.lines[0] === `#0 ${UNWIND}`), `with "all frames": every stack starts with ${UNWIND}`);
+    [outer, unwinds] = await flame();
+    ok(outer.includes('_start') && unwinds > 0, 'with "all frames": the flame graph has the start and unwinder frames',
+        JSON.stringify([outer, unwinds]));
+    await screenshot(page, 'frames-peak-all');
+    await page.waitForTimeout(200);
+    ok(await page.evaluate(() => location.hash.includes('frames=all')), 'the choice is kept in the URL');
+
+    const page2 = await ctx.newPage();
+    await page2.goto(page.url());
+    await page2.setInputFiles('#file-input', file);
+    await page2.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 60000 });
+    const again = await page2.evaluate(() => [document.getElementById('all-frames').checked,
+        document.querySelector('#peak-table tbody tr .frame-line').textContent]);
+    is(again, [true, `#0 ${UNWIND}`], 'a page opened with that URL shows every frame');
+    await page2.close();
+
+    await page.uncheck('#all-frames');
+    await page.waitForTimeout(300);
+    rows = await peak();
+    is([rows[0].hidden, rows[0].lines[0].split(' ')[0], hasUnwind(rows), page.errors],
+        ['34', '#6', false, []], 'unticked: the frames are hidden again, and the page logged no error');
+
+    /* The same Python stack under two different capture frames, 100 bytes each. */
+    const snap = (capture) => JSON.stringify({ segments: [], device_traces: [[{ action: 'alloc', addr: 0x10000, size: 100,
+        stream: 0, time_us: 1000, frames: [{ name: capture, filename: '??', line: 0 },
+            { name: 'alloc_x', filename: 'model.py', line: 10 }, { name: 'main', filename: 'train.py', line: 1 }] }]] });
+    const a = join(dir, 'a.json'), b = join(dir, 'b.json');
+    writeFileSync(a, snap(UNWIND));
+    writeFileSync(b, snap('torch::CapturedTraceback::gather(bool, bool, bool)'));
+    await page.setInputFiles('#file-input', [a, b]);
+    await page.waitForFunction(() => document.body.dataset.state === 'ready' &&
+        !document.querySelector('#tabs button[data-view="compare"]').hidden, null, { timeout: 60000 });
+    await page.click('#tabs button[data-view="compare"]');
+    await page.waitForTimeout(150);
+    const compare = () => page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'), (tr) => [
+        tr.className, Number(tr.dataset.delta), ...Array.from(tr.cells[4].children, (d) => d.textContent)]));
+    const shown = ['#1 alloc_x (model.py:10)', '#2 main (train.py:1)', '1 frame hidden (stack capture, allocator, dispatch, ' +
+        'interpreter, thread start): tick "all frames" to see them'];
+    is(await compare(), [['new', 100, ...shown], ['gone', -100, ...shown]],
+        'compare: stacks that differ only in a hidden frame are two stacks, each shown without it');
+    await page.check('#all-frames');
+    await page.waitForTimeout(300);
+    is((await compare()).map((r) => r[2]), ['#0 torch::CapturedTraceback::gather(bool, bool, bool)', `#0 ${UNWIND}`],
+        'compare with "all frames": the frame that tells them apart');
+    await ctx.close();
+    done();
+} catch (e) {
+    if (ctx)
+        await ctx.close().catch(() => {});
+    bail(e);
+}
