@@ -47,6 +47,29 @@ uint32_t mt_intern_stack(struct mt_intern *in, uint32_t parent, uint32_t frame);
  * MEMTRACE_ENOMEM if interning ran out of memory. */
 int mt_intern_flush(struct mt_intern *in, struct mt_writer *w);
 
+/* What a snapshot's trace shows was live before it began (import_before.c): fed the
+ * trace's events in order, then the snapshot's final segments, it gives the state to
+ * write before the first event (docs/REPLAY.md, rule 0). */
+struct mt_before;
+struct mt_before_state {
+    struct memtrace_segment *segs; /* by device, then address; blocks point into blocks */
+    size_t nsegs;
+    struct memtrace_block *blocks;
+    size_t nblocks;
+    uint64_t live_blocks; /* blocks in segs */
+    uint64_t dropped;     /* blocks live before the trace that lie in none of segs */
+};
+/* NULL when out of memory. */
+struct mt_before *mt_before_new(void);
+void mt_before_free(struct mt_before *b);
+/* 0 or MEMTRACE_ENOMEM. */
+int mt_before_event(struct mt_before *b, const struct memtrace_event *ev);
+/* The state into *out (nsegs 0: nothing was live before); the caller frees it with
+ * mt_before_state_free. 0 or MEMTRACE_ENOMEM. */
+int mt_before_state(struct mt_before *b, const struct memtrace_segment *final, size_t nfinal,
+                    struct mt_before_state *out);
+void mt_before_state_free(struct mt_before_state *s);
+
 /* What an import found, for the caller's report. */
 struct mt_import_stats {
     uint64_t events;   /* events written */
@@ -54,7 +77,9 @@ struct mt_import_stats {
     uint64_t segments; /* segments in the state */
     uint64_t blocks;   /* blocks in the state */
     uint64_t devices;  /* device traces */
-    int pickle;        /* the input was a pickle (else JSON) */
+    uint64_t before_segments, before_blocks; /* live before the trace began (rule 0) */
+    uint64_t before_dropped; /* blocks live before it in no known segment: left out */
+    int pickle;              /* the input was a pickle (else JSON) */
 };
 
 /* Imports the snapshot at in_path into a new .memtrace file at out_path, created as

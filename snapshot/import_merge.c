@@ -281,11 +281,15 @@ static int advance(struct mg *m, struct src *s, int aligned)
     return 0;
 }
 
-static int write_state(struct mg *m, uint64_t t)
+/* The sources' states joined into one state chunk at time t: their latest states, or
+ * with initial those held before their first events (docs/REPLAY.md, rule 0) by the
+ * sources that have events, called once each source has read its first one. */
+static int write_state(struct mg *m, uint64_t t, int initial)
 {
     size_t total = 0, nb = 0;
     for (size_t i = 0; i < m->n; i++)
-        for (size_t k = 0; k < memtrace_reader_segment_count(m->s[i].r); k++) {
+        for (size_t k = 0;
+             (!initial || m->s[i].live) && k < memtrace_reader_segment_count(m->s[i].r); k++) {
             total++;
             nb += memtrace_reader_segment(m->s[i].r, k)->nblocks;
         }
@@ -299,6 +303,8 @@ static int write_state(struct mg *m, uint64_t t)
     size_t j = 0, b = 0;
     for (size_t i = 0; rc == 0 && i < m->n; i++) {
         struct src *s = &m->s[i];
+        if (initial && !s->live)
+            continue;
         for (size_t k = 0; k < memtrace_reader_segment_count(s->r); k++) {
             const struct memtrace_segment *g = memtrace_reader_segment(s->r, k);
             segs[j] = *g;
@@ -377,6 +383,8 @@ int mt_merge(const char *const *paths, size_t n, const char *out_path, unsigned 
         rc = mfail(&m, rc, "cannot write %s: %s", out_path, strerror(errno));
         goto out;
     }
+    if ((rc = write_state(&m, t0 == UINT64_MAX ? 0 : t0, 1)))
+        goto out;
     size_t nb = 0;
     for (;;) {
         struct src *best = NULL;
@@ -410,7 +418,7 @@ int mt_merge(const char *const *paths, size_t n, const char *out_path, unsigned 
         if ((rc = advance(&m, best, aligned)))
             goto out;
     }
-    if ((rc = write_state(&m, tmax)))
+    if ((rc = write_state(&m, tmax, 0)))
         goto out;
     char end[96];
     snprintf(end, sizeof(end), "{\"events\": %llu, \"sources\": %zu}",

@@ -76,7 +76,8 @@ struct imp {
     uint32_t *fids;
     size_t capfids;
     struct pcache keys, actions;
-    struct spec *spec; /* the events written ahead while streaming, or NULL */
+    struct spec *spec;        /* the events written ahead while streaming, or NULL */
+    struct mt_before *before; /* what the trace shows was live before it */
 };
 
 /* The events of device 0, written ahead while the pickle streams: encoding and
@@ -90,7 +91,6 @@ struct spec {
     struct memtrace_event batch[SPEC_BATCH];
     size_t n;
     uint64_t events;
-    size_t wstr, wframe, wstack; /* table entries queued */
 };
 
 static int ifail(struct imp *im, int code, const char *fmt, ...)
@@ -534,27 +534,14 @@ static void spec_start(struct imp *im)
     im->spec = sp; /* without it, the records do */
 }
 
-/* Queues the table entries made since the last call and the batch. */
+/* Queues the batch. The tables are not: they are all written at the end, before
+ * the state before the first event and these events (write_ahead). */
 static int spec_flush(struct imp *im)
 {
     struct spec *sp = im->spec;
-    struct mt_intern *in = &im->in;
-    int rc = in->nomem ? MEMTRACE_ENOMEM : 0;
-    /* Only tables that grew: an empty one's array is NULL, and NULL + 0 is undefined. */
-    if (rc == 0 && in->nstr > sp->wstr)
-        rc = mt_wthread_strings(sp->t, (uint32_t)sp->wstr + 1, in->nstr - sp->wstr,
-                                (const char *const *)in->str + sp->wstr);
-    if (rc == 0 && in->nframe > sp->wframe)
-        rc = mt_wthread_frames(sp->t, (uint32_t)sp->wframe + 1, in->nframe - sp->wframe,
-                               in->frame + sp->wframe);
-    if (rc == 0 && in->nstack > sp->wstack)
-        rc = mt_wthread_stacks(sp->t, (uint32_t)sp->wstack + 1, in->nstack - sp->wstack,
-                               in->parent + sp->wstack, in->pframe + sp->wstack);
+    int rc = im->in.nomem ? MEMTRACE_ENOMEM : 0;
     if (rc == 0)
         rc = mt_wthread_events(sp->t, sp->batch, sp->n);
-    sp->wstr = in->nstr;
-    sp->wframe = in->nframe;
-    sp->wstack = in->nstack;
     sp->events += sp->n;
     sp->n = 0;
     if (rc)
@@ -692,7 +679,7 @@ static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *
     const char *cc = mt_pv_str(f[K_CC], &n);
     if (cc)
         ev.category = mt_intern_stringn(&im->in, cc, n);
-    if (im->in.nomem)
+    if (im->in.nomem || mt_before_event(im->before, &ev) != 0)
         return ifail(im, MEMTRACE_ENOMEM, "out of memory");
     spec_add(im, d, &ev);
     return put_record(im, l, mt, &ev);
@@ -770,9 +757,11 @@ static int write_events(struct imp *im, size_t ndev)
     return rc ? rc : flush_events(im);
 }
 
-/* The events written ahead, after the metadata: 1 when they are in the file, 0 when
- * there are none (the records are written instead), or an error. */
-static int write_ahead(struct imp *im)
+/* The events written ahead, after the metadata, the tables (all known now: the
+ * events written ahead hold none) and the state before the first event, pre (none
+ * when nsegs is 0): 1 when they are in the file, 0 when there are none (the records
+ * are written instead), or an error. */
+static int write_ahead(struct imp *im, const struct mt_before_state *pre, uint64_t t0)
 {
     struct mt_writer *mem;
     if (!im->spec || spec_flush(im) != 0)
@@ -780,21 +769,21 @@ static int write_ahead(struct imp *im)
     uint64_t events = im->spec->events;
     int rc = mt_wthread_finish(im->spec->t, &mem);
     im->spec->t = NULL;
-    if (rc == 0) {
-        struct spec *sp = im->spec;
-        rc = mt_writer_take(im->w, mem);
-        if (rc == 0) {
-            im->in.wstr = sp->wstr;
-            im->in.wframe = sp->wframe;
-            im->in.wstack = sp->wstack;
-            im->st->events += events;
-        }
-        rc = rc ? ifail(im, rc, "cannot write the output: %s", memtrace_strerror(rc)) : 1;
-    } else
-        rc = 0; /* the thread failed: the records are still there */
     free(im->spec);
     im->spec = NULL;
-    return rc;
+    if (rc != 0)
+        return 0; /* the thread failed: the records are still there */
+    rc = im->in.nomem ? MEMTRACE_ENOMEM : mt_intern_flush(&im->in, im->w);
+    if (rc == 0 && pre->nsegs)
+        rc = mt_writer_state(im->w, t0, pre->segs, pre->nsegs);
+    if (rc == 0)
+        rc = mt_writer_take(im->w, mem);
+    else
+        mt_writer_abort(mem);
+    if (rc)
+        return ifail(im, rc, "cannot write the output: %s", memtrace_strerror(rc));
+    im->st->events += events;
+    return 1;
 }
 
 static int block_state(const char *s, size_t n)
@@ -884,25 +873,48 @@ static int read_segment(struct imp *im, const struct mt_pv *s, size_t i,
     return 0;
 }
 
-static int write_state(struct imp *im, const struct mt_pv *segs, uint64_t time_ns)
+/* The snapshot's segments, read into *out (each one's blocks into bv[i]). */
+struct final {
+    struct memtrace_segment *sv;
+    struct memtrace_block **bv;
+    size_t n;
+};
+
+static void final_free(struct final *f)
 {
+    for (size_t i = 0; f->bv && i < f->n; i++)
+        free(f->bv[i]);
+    free(f->bv);
+    free(f->sv);
+    memset(f, 0, sizeof(*f));
+}
+
+static int read_final(struct imp *im, const struct mt_pv *segs, struct final *f)
+{
+    memset(f, 0, sizeof(*f));
     size_t n = mt_pv_len(segs);
-    struct memtrace_segment *sv = calloc(n ? n : 1, sizeof(*sv));
-    struct memtrace_block **bv = calloc(n ? n : 1, sizeof(*bv));
-    int rc = 0;
-    if (!sv || !bv)
-        rc = ifail(im, MEMTRACE_ENOMEM, "out of memory");
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = read_segment(im, mt_pv_at(segs, i), i, &sv[i], &bv[i]);
-    if (rc == 0 && (rc = mt_intern_flush(&im->in, im->w)) == 0)
+    f->sv = calloc(n ? n : 1, sizeof(*f->sv));
+    f->bv = calloc(n ? n : 1, sizeof(*f->bv));
+    if (!f->sv || !f->bv)
+        return ifail(im, MEMTRACE_ENOMEM, "out of memory");
+    f->n = n;
+    for (size_t i = 0; i < n; i++) {
+        int rc = read_segment(im, mt_pv_at(segs, i), i, &f->sv[i], &f->bv[i]);
+        if (rc)
+            return rc;
+    }
+    im->st->segments = n;
+    return 0;
+}
+
+static int write_state(struct imp *im, const struct memtrace_segment *sv, size_t n,
+                       uint64_t time_ns)
+{
+    int rc = mt_intern_flush(&im->in, im->w);
+    if (rc == 0)
         rc = mt_writer_state(im->w, time_ns, sv, n);
     if (rc && im->err->code == 0)
         ifail(im, rc, "cannot write the output: %s", memtrace_strerror(rc));
-    im->st->segments = n;
-    for (size_t i = 0; bv && i < n; i++)
-        free(bv[i]);
-    free(bv);
-    free(sv);
     return rc;
 }
 
@@ -918,6 +930,8 @@ static void reset(struct imp *im)
     free(im->annots.buf);
     memset(&im->annots, 0, sizeof(im->annots));
     seq_free(&im->seqs);
+    mt_before_free(im->before);
+    im->before = mt_before_new();
     mt_intern_free(&im->in);
     mt_intern_init(&im->in);
     memset(&im->keys, 0, sizeof(im->keys));
@@ -1051,12 +1065,16 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
     im->st = st;
     im->t0 = UINT64_MAX;
     mt_intern_init(&im->in);
+    im->before = mt_before_new();
     json_t *meta = NULL, *json = NULL;
+    struct final fin = {0};
+    struct mt_before_state pre = {0};
     struct mt_pv root = {.type = MT_PV_NONE};
     void *map = NULL;
     size_t maplen = 0;
     char *text = NULL;
-    int rc = parse(im, &map, &maplen, &json, &root);
+    int rc = im->before ? parse(im, &map, &maplen, &json, &root)
+                        : ifail(im, MEMTRACE_ENOMEM, "out of memory");
     if (rc)
         goto out;
     const struct mt_pv *segs = root.type == MT_PV_LIST ? &root : mt_pv_get(&root, "segments");
@@ -1095,6 +1113,22 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
             goto out;
     uint64_t t0 = im->t0 == UINT64_MAX ? 0 : im->t0;
     st->devices = ndev;
+    if ((rc = read_final(im, segs, &fin)) != 0)
+        goto out;
+    /* Rule 0: memory live before the trace's first entry goes in a state before the
+     * events. */
+    int have_events = 0;
+    for (size_t l = 0; l < im->nlists; l++)
+        have_events |= im->lists[l].len > 0;
+    if (have_events) {
+        if (mt_before_state(im->before, fin.sv, fin.n, &pre) != 0) {
+            rc = ifail(im, MEMTRACE_ENOMEM, "out of memory");
+            goto out;
+        }
+        st->before_segments = pre.nsegs;
+        st->before_blocks = pre.live_blocks;
+        st->before_dropped = pre.dropped;
+    }
     meta = build_meta(im, &root, t0);
     text = json_dumps(meta, JSON_COMPACT);
     if (!text) {
@@ -1109,8 +1143,12 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
         rc = ifail(im, rc, "cannot write %s", out_path);
         goto out;
     }
-    if ((rc = write_ahead(im)) < 0 || (rc == 0 && (rc = write_events(im, ndev)) != 0) ||
-        (rc = write_state(im, segs, im->t1)) != 0)
+    if ((rc = write_ahead(im, &pre, t0)) < 0)
+        goto out;
+    if (rc == 0 && ((pre.nsegs && (rc = write_state(im, pre.segs, pre.nsegs, t0)) != 0) ||
+                    (rc = write_events(im, ndev)) != 0))
+        goto out;
+    if ((rc = write_state(im, fin.sv, fin.n, im->t1)) != 0)
         goto out;
     char end[160];
     snprintf(end, sizeof(end), "{\"events\": %llu, \"skipped_entries\": %llu}",
@@ -1121,6 +1159,8 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
         ifail(im, rc, "cannot finish %s", out_path);
 out:
     spec_drop(im);
+    final_free(&fin);
+    mt_before_state_free(&pre);
     if (im->w) {
         mt_writer_abort(im->w);
         remove(out_path);
@@ -1133,6 +1173,7 @@ out:
         munmap(map, maplen);
     reset(im);
     mt_intern_free(&im->in);
+    mt_before_free(im->before);
     free(im->fids);
     free(im);
     return rc;

@@ -243,16 +243,18 @@ static void leave(struct mt_replay *rp, const struct mt_live *e, int is_seg)
 }
 
 /* A new live entry for ev, replacing one at the same address: the recorder missed its
- * free, and counting both would leave bytes that are never freed. */
-static void enter(struct mt_replay *rp, int is_seg)
+ * free, and counting both would leave bytes that are never freed. An initial entry
+ * (rule 0: live before the first event) is no allocation: it adds nothing to the
+ * stacks' allocated totals. */
+static struct mt_live *enter_ev(struct mt_replay *rp, const struct memtrace_event *ev, int is_seg,
+                                int initial)
 {
-    const struct memtrace_event *ev = &rp->ev;
     struct mt_addrtab *tab = is_seg ? &rp->segs : &rp->blocks;
     int existed;
     struct mt_live *e = mt_addrtab_get(tab, ev->addr, &existed);
     if (!e) {
         rp->nomem = 1;
-        return;
+        return NULL;
     }
     if (existed) {
         rp->eff.replaced = 1;
@@ -275,17 +277,18 @@ static void enter(struct mt_replay *rp, int is_seg)
     e->device = ev->device;
     e->pool = ev->pool;
     e->pending = 0;
+    e->initial = (uint8_t)initial;
     e->counted = (uint8_t)counts(rp, ev);
     rp->eff.bytes = ev->size;
     if (!e->counted)
-        return;
+        return e;
     struct mt_level *l = is_seg ? &rp->reserved : &rp->allocated;
     struct mt_tally *t = tally(rp, is_seg ? &rp->seg_stacks : &rp->block_stacks, e->stack);
     if (t) {
         tally_touch(t, l);
         t->live_bytes += ev->size;
         t->live_count++;
-        if (rp->in_window) {
+        if (rp->in_window && !initial) {
             t->alloc_bytes += ev->size;
             t->alloc_count++;
         }
@@ -303,6 +306,51 @@ static void enter(struct mt_replay *rp, int is_seg)
     rise(rp, l, ev->size);
     if (!is_seg)
         rise(rp, &rp->in_use, ev->size);
+    return e;
+}
+
+static void enter(struct mt_replay *rp, int is_seg)
+{
+    enter_ev(rp, &rp->ev, is_seg, 0);
+}
+
+/* Rule 0: the state read before the first event is live from the start, applied
+ * just before event 0 (whose index and time a peak it makes takes). */
+static void seed(struct mt_replay *rp)
+{
+    size_t n = memtrace_reader_segment_count(rp->r);
+    for (size_t i = 0; i < n && !rp->nomem; i++) {
+        const struct memtrace_segment *g = memtrace_reader_segment(rp->r, i);
+        struct memtrace_event ev = {.time_ns = rp->ev.time_ns,
+                                    .addr = g->addr,
+                                    .size = g->total_size,
+                                    .stream = g->stream,
+                                    .device = g->device,
+                                    .pool = g->pool,
+                                    .stack = g->stack,
+                                    .source = g->source,
+                                    .action = MEMTRACE_SEGMENT_ALLOC};
+        enter_ev(rp, &ev, 1, 1);
+        for (size_t k = 0; k < g->nblocks && !rp->nomem; k++) {
+            const struct memtrace_block *b = &g->blocks[k];
+            if (b->state != MEMTRACE_BLOCK_ACTIVE_ALLOCATED &&
+                b->state != MEMTRACE_BLOCK_ACTIVE_PENDING_FREE)
+                continue;
+            ev.addr = b->addr;
+            ev.size = b->size;
+            ev.requested_size = b->requested_size;
+            ev.stack = b->stack;
+            ev.source = 0;
+            ev.action = MEMTRACE_ALLOC;
+            struct mt_live *e = enter_ev(rp, &ev, 0, 1);
+            if (e && b->state == MEMTRACE_BLOCK_ACTIVE_PENDING_FREE) {
+                e->pending = 1;
+                if (e->counted)
+                    fall(&rp->in_use, e->size);
+            }
+        }
+    }
+    rp->eff.bytes = 0;
 }
 
 static void apply_block(struct mt_replay *rp)
@@ -350,7 +398,7 @@ static void apply_block(struct mt_replay *rp)
         rp->frees.bytes += e->size;
         if (e->counted) {
             leave(rp, e, 0);
-            if (e->index == rp->last_alloc_index) {
+            if (e->index == rp->last_alloc_index && !e->initial) {
                 rp->eff.temporary = 1;
                 struct mt_tally *t = tally(rp, &rp->block_stacks, e->stack);
                 if (t && rp->in_window) {
@@ -533,6 +581,8 @@ int mt_replay_next(struct mt_replay *rp)
     }
     if (!rp->in_window && point_reached(rp, &rp->filter.from, 0))
         rp->in_window = 1;
+    if (rp->index == 0)
+        seed(rp);
     if (ev->action < MEMTRACE_ACTION_COUNT)
         rp->actions[ev->action]++;
     else

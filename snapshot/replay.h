@@ -36,6 +36,7 @@ struct mt_live {
     uint8_t pending; /* a free_requested was seen (PyTorch's active_pending_free) */
     uint8_t counted; /* passes the filter: counts in the levels and tallies */
     uint8_t mapped;  /* made by segment_map: a piece of an expandable segment */
+    uint8_t initial; /* live before the first event (rule 0), not made by an event */
 };
 
 /* A level (allocated or reserved bytes) and its peak: the first event at which it

@@ -291,7 +291,9 @@ int mt_writer_open_mem(struct mt_writer **out)
 int mt_writer_take(struct mt_writer *w, struct mt_writer *mem)
 {
     int rc = 0;
-    if (w->fd < 0 || mem->fd >= 0 || w->nstrings || w->nframes || w->nstacks)
+    int w_tables = w->nstrings || w->nframes || w->nstacks;
+    int mem_tables = mem->nstrings || mem->nframes || mem->nstacks;
+    if (w->fd < 0 || mem->fd >= 0 || (w_tables && mem_tables))
         rc = MEMTRACE_EINVAL;
     else if (mem->failed || w->failed)
         rc = MEMTRACE_EIO;
@@ -301,9 +303,11 @@ int mt_writer_take(struct mt_writer *w, struct mt_writer *mem)
         rc = MEMTRACE_EIO;
     } else {
         w->bytes += mem->mem_len;
-        w->nstrings = mem->nstrings;
-        w->nframes = mem->nframes;
-        w->nstacks = mem->nstacks;
+        if (mem_tables) {
+            w->nstrings = mem->nstrings;
+            w->nframes = mem->nframes;
+            w->nstacks = mem->nstacks;
+        }
     }
     writer_free(mem);
     return rc;

@@ -47,10 +47,11 @@ int mt_writer_open(struct mt_writer **out, const char *path, unsigned flags);
 int mt_writer_open_mem(struct mt_writer **out);
 
 /* Writes the chunks that the memory writer mem holds after those of w (a file
- * writer that has written no table yet, its META at most) with one write(2); w's
- * tables then continue after mem's. mem is freed whatever the result. 0,
- * MEMTRACE_EINVAL (w or mem of the wrong kind), MEMTRACE_EIO (errno kept; or mem
- * failed before). */
+ * writer) with one write(2). Either w has written no table yet (its META at most),
+ * and w's tables then continue after mem's, or mem holds no table (its events use
+ * ids of w's tables). mem is freed whatever the result. 0, MEMTRACE_EINVAL (w or mem
+ * of the wrong kind, or both with tables), MEMTRACE_EIO (errno kept; or mem failed
+ * before). */
 int mt_writer_take(struct mt_writer *w, struct mt_writer *mem);
 
 /* Metadata as a JSON object text; a later META chunk adds to and overrides keys of

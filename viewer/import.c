@@ -55,6 +55,15 @@ int cli_cmd_import(int argc, char **argv)
     printf("%s: %llu events from %llu device traces, %llu segments, %llu blocks -> %s\n", pos[0],
            (unsigned long long)st.events, (unsigned long long)st.devices,
            (unsigned long long)st.segments, (unsigned long long)st.blocks, output);
+    if (st.before_segments)
+        printf("%s: %llu segments and %llu blocks were live before the trace's first entry: "
+               "they are the state before its first event\n",
+               pos[0], (unsigned long long)st.before_segments,
+               (unsigned long long)st.before_blocks);
+    if (st.before_dropped)
+        cli_error("note: %llu blocks live before the trace lie in no segment known then and "
+                  "were left out of that state",
+                  (unsigned long long)st.before_dropped);
     if (st.skipped)
         cli_error("note: %llu trace entries with actions memtrace does not know were skipped",
                   (unsigned long long)st.skipped);

@@ -2,9 +2,14 @@
  * events.json, the readable source of each replay case (docs/REPLAY.md):
  *
  *   {"stacks": [["inner", "outer"], ...],     stack i+1, frames innermost first
+ *    "state": [{"addr": 4096, "size": 8192, "stream": 0, "device": 0,
+ *               "blocks": [{"size": 512, "requested": 500, "stack": 1,
+ *                           "state": "active_allocated"}, ...]}, ...],
  *    "events": [{"action": "alloc", "addr": 4096, "size": 512, "stack": 1, ...}],
  *    "end": true}                             false: no end record (truncated)
  *
+ * "state", when present, is written before the events (what was live before them);
+ * a segment's blocks follow each other from its address.
  * An event's fields default to 0 but its time, which defaults to 1000 ns times its
  * position, so that event order and time order agree. Annotation names go in
  * "name". Run as: gen-replay-cases $(top_srcdir)/tests/replay */
@@ -39,6 +44,58 @@ static uint64_t u64(json_t *o, const char *key, uint64_t dflt)
 {
     json_t *v = json_object_get(o, key);
     return json_is_integer(v) ? (uint64_t)json_integer_value(v) : dflt;
+}
+
+static int block_state(const char *s)
+{
+    if (s && strcmp(s, "active_allocated") == 0)
+        return MEMTRACE_BLOCK_ACTIVE_ALLOCATED;
+    if (s && strcmp(s, "active_pending_free") == 0)
+        return MEMTRACE_BLOCK_ACTIVE_PENDING_FREE;
+    return MEMTRACE_BLOCK_INACTIVE;
+}
+
+/* The case's "state" as one state chunk at time t. */
+static int write_state(struct mt_writer *w, json_t *state, json_t *stacks, const uint32_t *stack_of,
+                       uint64_t t)
+{
+    size_t n = json_array_size(state), nb = 0;
+    for (size_t i = 0; i < n; i++)
+        nb += json_array_size(json_object_get(json_array_get(state, i), "blocks"));
+    struct memtrace_segment *segs = calloc(n, sizeof(*segs));
+    struct memtrace_block *blocks = calloc(nb ? nb : 1, sizeof(*blocks));
+    size_t b = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *g = json_array_get(state, i), *bl = json_object_get(g, "blocks");
+        struct memtrace_segment *sg = &segs[i];
+        sg->addr = u64(g, "addr", 0);
+        sg->total_size = u64(g, "size", 0);
+        sg->stream = u64(g, "stream", 0);
+        sg->device = (int32_t)u64(g, "device", 0);
+        sg->blocks = blocks + b;
+        sg->nblocks = json_array_size(bl);
+        uint64_t at = sg->addr;
+        for (size_t k = 0; k < sg->nblocks; k++, b++) {
+            json_t *x = json_array_get(bl, k);
+            struct memtrace_block *bk = &blocks[b];
+            bk->addr = at;
+            bk->size = u64(x, "size", 0);
+            bk->requested_size = u64(x, "requested", bk->size);
+            uint64_t st = u64(x, "stack", 0);
+            bk->stack = st && st <= json_array_size(stacks) ? stack_of[st] : 0;
+            bk->state = block_state(json_string_value(json_object_get(x, "state")));
+            at += bk->size;
+            if (bk->state != MEMTRACE_BLOCK_INACTIVE) {
+                sg->allocated_size += bk->size;
+                sg->active_size += bk->size;
+                sg->requested_size += bk->requested_size;
+            }
+        }
+    }
+    int rc = mt_writer_state(w, t, segs, n);
+    free(segs);
+    free(blocks);
+    return rc;
 }
 
 static int gen_case(const char *dir)
@@ -123,6 +180,9 @@ static int gen_case(const char *dir)
         rc = mt_writer_frames(w, 1, frames.n, recs);
     if (rc == 0 && nnodes)
         rc = mt_writer_stacks(w, 1, nnodes, parent, frame);
+    json_t *state = json_object_get(root, "state");
+    if (rc == 0 && json_array_size(state))
+        rc = write_state(w, state, stacks, stack_of, nev ? ev[0].time_ns : 0);
     if (rc == 0 && nev)
         rc = mt_writer_events(w, ev, nev);
     if (rc == 0) {

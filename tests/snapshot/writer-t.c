@@ -228,22 +228,39 @@ static void round_trip(uint64_t seed, int threaded)
     free(ev);
 }
 
-/* mt_writer_take wants a file writer with no table yet and a memory writer; the
- * memory writer is freed either way. */
+/* mt_writer_take wants a file writer and a memory writer, not both with tables; the
+ * memory writer is freed either way. A memory writer without tables goes after a
+ * file writer's tables, and its events use their ids. */
 static void take_rules(void)
 {
     char path[128];
     snprintf(path, sizeof(path), "%s/take.memtrace", dir);
-    struct mt_writer *w, *mem[3];
-    const char *s[] = {"a"};
+    struct mt_writer *w, *mem[4];
+    const char *s[] = {"a"}, *s2[] = {"b"};
     if (mt_writer_open(&w, path, 0) != 0 || mt_writer_open_mem(&mem[0]) != 0 ||
-        mt_writer_open_mem(&mem[1]) != 0 || mt_writer_open_mem(&mem[2]) != 0)
+        mt_writer_open_mem(&mem[1]) != 0 || mt_writer_open_mem(&mem[2]) != 0 ||
+        mt_writer_open_mem(&mem[3]) != 0)
         bail_out("cannot open writers");
     int rc = mt_writer_strings(w, 1, 1, s);
-    is_int(MEMTRACE_EINVAL, mt_writer_take(w, mem[0]), "take: refused after a table of its own");
+    rc = rc ? rc : mt_writer_strings(mem[0], 1, 1, s2);
+    is_int(MEMTRACE_EINVAL, mt_writer_take(w, mem[0]), "take: refused when both have tables");
     is_int(MEMTRACE_EINVAL, mt_writer_take(mem[1], mem[2]), "take: refused into a memory writer");
+    struct memtrace_event ev = {
+        .time_ns = 5, .addr = 4096, .size = 64, .category = 1, .action = MEMTRACE_ALLOC};
+    rc = rc ? rc : mt_writer_events(mem[3], &ev, 1);
+    is_int(0, rc ? rc : mt_writer_take(w, mem[3]), "take: events without tables after a table");
     rc = rc ? rc : mt_writer_end(w, NULL);
     is_int(0, rc, "take: the file writer still ends");
+    struct memtrace_reader *r;
+    struct memtrace_event got = {0};
+    if (memtrace_reader_open(&r, path, NULL) == 0) {
+        int n = memtrace_reader_next(r, &got);
+        ok(n == 1 && got.addr == 4096 && strcmp(memtrace_reader_string(r, got.category), "a") == 0,
+           "take: the event reads, with the file writer's string");
+        memtrace_reader_close(r);
+    } else {
+        ok(0, "take: the file reads");
+    }
     mt_writer_abort(mem[1]);
     unlink(path);
 }

@@ -62,7 +62,7 @@ static void real_snapshot(void)
     snprintf(orig, sizeof(orig), "%s/../shared/data/pytorch-snapshots/eor-training.pickle",
              src && *src ? src : ".");
     if (!exists(orig)) {
-        skip(12,
+        skip(13,
              "the real snapshot ../shared/data/pytorch-snapshots/eor-training.pickle is absent");
         return;
     }
@@ -89,6 +89,16 @@ static void real_snapshot(void)
     ok(strstr(r.out, "(34 frames of stack capture, dispatch and the interpreter hidden: "
                      "--all-frames)") != NULL,
        "real snapshot: and how many frames it hid");
+    cli_free(&r);
+    /* its trace began after 3 segments and 31 blocks (8,781,824 bytes) were in use */
+    const char *sm[] = {"summary", "--json", out, NULL};
+    r = cli_run(sm);
+    json_t *j = cli_json(&r);
+    ok(cli_int(j, "reserved.current_bytes") == 134217728 &&
+           cli_int(j, "allocated.current_bytes") == 39976976 + 8781824 &&
+           cli_int(j, "allocated.current_count") == 40,
+       "real snapshot: at the end, the 10 segments and 40 blocks the snapshot lists");
+    json_decref(j);
     cli_free(&r);
     const char *back = cli_path("eor.pickle");
     const char *args[] = {"export", "--format", "pytorch-pickle", "-o", back, out, NULL};
@@ -126,6 +136,101 @@ static const char known_json[] =
     " \"external_annotations\": [{\"name\": \"fwd\", \"stage\": \"START\", \"device\": 0,"
     " \"time_us\": 150}, {\"name\": \"fwd\", \"stage\": \"END\", \"device\": 0,"
     " \"time_us\": 350}], \"custom\": 5}";
+
+/* Memory live before the trace began (docs/REPLAY.md, rule 0): segment A (2 MiB at
+ * 1 MiB) holds a block allocated and one pending free at the end that the trace never
+ * allocated, and a block the trace frees (at 0x1f0000); segment B (20 MiB) the trace
+ * makes; segment C (2 MiB at 7 MiB) the trace frees; and the trace requests the free
+ * of a block (at 9 MiB) in no segment known. */
+static const char before_json[] =
+    "{\"segments\": [{\"device\": 0, \"address\": 1048576, \"total_size\": 2097152,"
+    " \"stream\": 0, \"segment_type\": \"small\", \"blocks\": ["
+    "{\"size\": 512, \"requested_size\": 500, \"state\": \"active_allocated\","
+    " \"frames\": [{\"filename\": \"m.py\", \"line\": 1, \"name\": \"f1\"}]},"
+    " {\"size\": 1024, \"requested_size\": 1024, \"state\": \"active_pending_free\","
+    " \"frames\": [{\"filename\": \"m.py\", \"line\": 2, \"name\": \"f2\"}]},"
+    " {\"size\": 2095616, \"state\": \"inactive\"}]},"
+    " {\"device\": 0, \"address\": 4194304, \"total_size\": 20971520, \"stream\": 0,"
+    " \"segment_type\": \"large\", \"blocks\": [{\"size\": 4096, \"requested_size\": 4096,"
+    " \"state\": \"active_allocated\", \"frames\": [{\"filename\": \"m.py\", \"line\": 3,"
+    " \"name\": \"f3\"}]}, {\"size\": 20967424, \"state\": \"inactive\"}]}],"
+    " \"device_traces\": [["
+    "{\"action\": \"segment_alloc\", \"addr\": 4194304, \"size\": 20971520, \"stream\": 0,"
+    " \"time_us\": 10},"
+    " {\"action\": \"free_completed\", \"addr\": 2031616, \"size\": 256, \"stream\": 0,"
+    " \"time_us\": 20, \"frames\": [{\"filename\": \"m.py\", \"line\": 4, \"name\": \"f4\"}]},"
+    " {\"action\": \"alloc\", \"addr\": 4194304, \"size\": 4096, \"stream\": 0,"
+    " \"time_us\": 30, \"frames\": [{\"filename\": \"m.py\", \"line\": 3, \"name\": \"f3\"}]},"
+    " {\"action\": \"segment_free\", \"addr\": 7340032, \"size\": 2097152, \"stream\": 0,"
+    " \"time_us\": 40},"
+    " {\"action\": \"free_requested\", \"addr\": 9437184, \"size\": 128, \"stream\": 0,"
+    " \"time_us\": 50}]]}";
+
+static void before_trace(void)
+{
+    const char *in = cli_path("before.json");
+    const char *out = cli_path("before.memtrace");
+    write_bytes(in, before_json, sizeof(before_json) - 1);
+    struct cli_out r = import(in, out);
+    is_int(0, r.status, "before the trace: import exits 0");
+    ok(strstr(r.out, "2 segments and 3 blocks were live before the trace's first entry") != NULL,
+       "before the trace: 2 segments and 3 blocks found live before it");
+    ok(strstr(r.err, "note: 1 blocks live before the trace lie in no segment known then") != NULL,
+       "before the trace: the block in no known segment is reported left out");
+    cli_free(&r);
+
+    struct memtrace_reader *rd;
+    if (memtrace_reader_open(&rd, out, NULL) != 0)
+        bail_out("the imported file does not read");
+    struct memtrace_event ev;
+    is_int(1, memtrace_reader_next(rd, &ev), "before the trace: the first event reads");
+    /* the state held at the first event is the one before it */
+    size_t ns = memtrace_reader_segment_count(rd);
+    const struct memtrace_segment *a = memtrace_reader_segment(rd, 0);
+    const struct memtrace_segment *c = memtrace_reader_segment(rd, 1);
+    ok(ns == 2 && a && c && a->addr == 1048576 && a->total_size == 2097152 && !a->is_large &&
+           c->addr == 7340032 && c->total_size == 2097152 && c->nblocks == 0,
+       "before the trace: segments A (from the snapshot) and C (freed in the trace)");
+    ok(a && a->nblocks == 3 && a->blocks[0].addr == 1048576 && a->blocks[0].size == 512 &&
+           a->blocks[0].state == MEMTRACE_BLOCK_ACTIVE_ALLOCATED && a->blocks[1].addr == 1049088 &&
+           a->blocks[1].size == 1024 && a->blocks[1].state == MEMTRACE_BLOCK_ACTIVE_PENDING_FREE &&
+           a->blocks[2].addr == 2031616 && a->blocks[2].size == 256 &&
+           a->blocks[2].state == MEMTRACE_BLOCK_ACTIVE_ALLOCATED,
+       "before the trace: A's blocks: two from the snapshot, one the trace frees");
+    memtrace_reader_close(rd);
+
+    const char *args[] = {"summary", "--json", out, NULL};
+    r = cli_run(args);
+    json_t *j = cli_json(&r);
+    /* start: allocated 512 + 1024 + 256, reserved 2 x 2 MiB; event 0 makes B (20 MiB),
+     * 1 frees the 256, 2 allocates 4096, 3 frees C */
+    is_int(5632, cli_int(j, "allocated.current_bytes"), "before the trace: allocated at the end");
+    is_int(5632, cli_int(j, "allocated.peak_bytes"), "before the trace: allocated peak");
+    is_int(2, cli_int(j, "allocated.peak_event"), "before the trace: at event 2");
+    is_int(23068672, cli_int(j, "reserved.current_bytes"), "before the trace: reserved at the end");
+    is_int(25165824, cli_int(j, "reserved.peak_bytes"), "before the trace: reserved peak");
+    ok(cli_int(j, "allocs.count") == 1 && cli_int(j, "unmatched_frees.count") == 0 &&
+           cli_int(j, "frees.bytes") == 256 && cli_int(j, "segment_frees.bytes") == 2097152 &&
+           cli_int(j, "unmatched_segment_frees.count") == 0,
+       "before the trace: one allocation; the frees match what was live before");
+    json_decref(j);
+    cli_free(&r);
+
+    /* a merge keeps the state before the first event */
+    const char *merged = cli_path("before-merged.memtrace");
+    const char *mg[] = {"merge", "-o", merged, out, NULL};
+    r = cli_run(mg);
+    cli_free(&r);
+    const char *ms[] = {"summary", "--json", merged, NULL};
+    r = cli_run(ms);
+    j = cli_json(&r);
+    ok(cli_int(j, "allocated.current_bytes") == 5632 &&
+           cli_int(j, "reserved.current_bytes") == 23068672 &&
+           cli_int(j, "reserved.peak_bytes") == 25165824,
+       "before the trace: merged, the same levels");
+    json_decref(j);
+    cli_free(&r);
+}
 
 static void known(void)
 {
@@ -447,9 +552,10 @@ static void limits(void)
 
 int main(void)
 {
-    plan(50);
+    plan(64);
     cli_scratch();
     real_snapshot();
+    before_trace();
     known();
     two_devices();
     wide_integers();
