@@ -84,13 +84,38 @@
         line.appendChild(el('span', frameText(f), 'frame'));
         return line;
     }
-    /* The lines after a list of frames: how many more there are, how many hidden. */
+    function moreFrames(box, n) {
+        box.appendChild(el('div', `... ${n} more frame${n === 1 ? '' : 's'}`, 'frames-more'));
+    }
+    /* The lines after a list of frames: how many more there are (past the first
+     * listed of those shown), how many hidden. */
     function framesNotes(box, v, listed) {
         if (v.frames.length > listed)
-            box.appendChild(el('div', `... ${v.frames.length - listed} more frame${v.frames.length - listed === 1 ? '' : 's'}`, 'frames-more'));
+            moreFrames(box, v.frames.length - listed);
         if (v.hidden)
             box.appendChild(el('div', `${v.hidden} frame${v.hidden === 1 ? '' : 's'} hidden (stack capture, allocator, ` +
                 'dispatch, interpreter, thread start): tick "all frames" to see them', 'frames-hidden'));
+    }
+    /* A stack in a table cell, as the CLI's --depth N lists it: the first N frames
+     * shown, then up to N Python frames past them, so that a deep native stack does
+     * not hide the program's lines; "... K more frames" for each gap. */
+    const DEPTH = 12;
+    function framesCell(td, v) {
+        let python = 0, next = 0;
+        v.frames.forEach((f, k) => {
+            let keep = k < DEPTH;
+            if (!keep && python < DEPTH && f && (f.file || '').length > 3 && f.file.endsWith('.py')) {
+                keep = true;
+                python++;
+            }
+            if (!keep)
+                return;
+            if (k > next)
+                moreFrames(td, k - next);
+            td.appendChild(frameLine('div', f, v.where[k]));
+            next = k + 1;
+        });
+        framesNotes(td, v, next);
     }
     function str(id) {
         return (S.info && S.info.strings[id]) || '';
@@ -775,12 +800,17 @@
         row(tbl, 'device', String(c.device[id]));
         if (c.category[id])
             row(tbl, 'category', str(c.category[id]));
-        row(tbl, 'allocated', `+${fmtTime(c.t0[id] - t0)} (event ${c.ev0[id]})`);
+        /* A block live before the first event (docs/REPLAY.md rule 0) has no event of
+         * its own: its life began before the trace did. */
+        const init = c.init[id] === 1;
+        row(tbl, 'allocated', init ? 'before the first event (live when the trace began)'
+            : `+${fmtTime(c.t0[id] - t0)} (event ${c.ev0[id]})`);
         if (c.treq[id] === c.treq[id])
-            row(tbl, 'free requested', `+${fmtTime(c.treq[id] - t0)}`);
+            row(tbl, 'free requested', init && c.evreq[id] < 0 ? 'before the first event' : `+${fmtTime(c.treq[id] - t0)}`);
         const why = ['live at the end', 'freed', 'replaced by a later allocation', 'trimmed'][c.ended[id]];
         row(tbl, c.ended[id] === 0 ? 'freed' : why,
-            c.ended[id] === 0 ? 'never (live at the end)' : `+${fmtTime(c.t1[id] - t0)} (event ${c.ev1[id]}), lived ${fmtTime(c.t1[id] - c.t0[id])}`);
+            c.ended[id] === 0 ? 'never (live at the end)' : `+${fmtTime(c.t1[id] - t0)} (event ${c.ev1[id]}), ` +
+                `lived ${init ? 'more than ' : ''}${fmtTime(c.t1[id] - c.t0[id])}`);
         box.appendChild(tbl);
         const frames = stackOf(c.stack[id]), v = visible(frames);
         box.appendChild(el('div', frames.length ? `stack ${c.stack[id]}, ${frames.length} frames, innermost first:` : 'no stack recorded', 'stack-head'));
@@ -1352,8 +1382,7 @@
             const td = el('td'), v = visible(r.frames);
             if (!r.frames.length)
                 td.appendChild(el('span', '(no stack)'));
-            v.frames.slice(0, 12).forEach((fr, k) => td.appendChild(frameLine('div', fr, v.where[k])));
-            framesNotes(td, v, 12);
+            framesCell(td, v);
             tr.appendChild(td);
             tbody.appendChild(tr);
         }
@@ -1401,8 +1430,7 @@
             const td = el('td'), v = visible(stackOf(stack));
             if (!v.frames.length)
                 td.appendChild(el('span', '(no stack)'));
-            v.frames.slice(0, 12).forEach((fr, k) => td.appendChild(frameLine('div', fr, v.where[k])));
-            framesNotes(td, v, 12);
+            framesCell(td, v);
             td.dataset.hidden = String(v.hidden);
             tr.appendChild(td);
             tbody.appendChild(tr);
@@ -1524,6 +1552,23 @@
         add('peak reserved', `${fmtBytes(f.reserved.peak_bytes)} (${f.reserved.peak_bytes} bytes)`);
         add('allocs / frees', `${f.allocs.count} / ${f.frees.count} (unmatched frees ${f.unmatched_frees.count}, replaced ${f.replaced_allocs.count})`);
         add('segments', `${f.segment_allocs.count} allocated, ${f.segment_frees.count} freed`);
+        /* Memory live before the first event (docs/REPLAY.md rule 0): a state before
+         * the events, or what a PyTorch snapshot's trace did not reach back to. */
+        const before = (cols) => {
+            let n = 0, bytes = 0;
+            for (let id = 0; id < cols.n; id++)
+                if (cols.init[id]) {
+                    n++;
+                    bytes += cols.size[id];
+                }
+            return [n, bytes];
+        };
+        const [ns, bs] = before(m.segs), [nb, bb] = before(m.blocks);
+        if (ns || nb || info.initialDropped)
+            add('live before the first event', `${ns} segment${ns === 1 ? '' : 's'} (${fmtBytes(bs)}), ` +
+                `${nb} block${nb === 1 ? '' : 's'} (${fmtBytes(bb)})` +
+                (info.initialDropped ? `; ${info.initialDropped} block${info.initialDropped === 1 ? '' : 's'} ` +
+                    'in no segment known to be live then left out' : ''));
         add('oom events', String(f.oom.count));
         for (const k of Object.keys(info.meta || {})) {
             const v = info.meta[k];

@@ -152,10 +152,14 @@ function memtraceFormatFactory() {
 
     /* Reads a whole file held in bytes (a Uint8Array). sink.event(e) gets each
      * event (e is reused: copy what you keep; e.index is its index in the file); sink.progress(done, total) the bytes
-     * read so far, about every chunk. Resolves to the reader's result: meta, end,
-     * truncated, error (null, or {message, offset} for a corrupt chunk after which
-     * reading stopped), events, the tables (strings, frames, stacks) and the latest
-     * state. A file that is not a memtrace file rejects with a FormatError. */
+     * read so far, about every chunk; sink.state(s) each state chunk, in file order
+     * between the events (the replay's rule 0 takes the one before the first event).
+     * Resolves to the reader's result: meta, end, truncated, error (null, or
+     * {message, offset} for a corrupt chunk after which reading stopped), events, the
+     * tables (strings, frames, stacks), the latest state and `initial`: the latest
+     * state read before the first event, what was live when the events begin (null
+     * when there is none, or no event). A file that is not a memtrace file rejects
+     * with a FormatError. */
     async function read(bytes, sink) {
         const r = new Reader(bytes, sink || {});
         await r.run();
@@ -184,6 +188,7 @@ function memtraceFormatFactory() {
             this.readEnd = 0;
             this.nstacks = 0;
             this.state = null;
+            this.initial = null;
             this.version = [0, 0];
         }
 
@@ -194,6 +199,7 @@ function memtraceFormatFactory() {
                 events: this.events, wide: this.wide, strings: this.strings, frames: this.frames,
                 stackParent: this.stackParent.subarray(0, this.nstacks + 1),
                 stackFrame: this.stackFrame.subarray(0, this.nstacks + 1), state: this.state,
+                initial: this.events > 0 ? this.initial : null,
             };
         }
 
@@ -476,6 +482,10 @@ function memtraceFormatFactory() {
                 throw new FormatError(`chunk at offset ${off}: malformed state (trailing bytes)`, off);
             this.stateCost = this.cost - (before - this.stateCost);
             this.state = { time: toNum(t), segments: segs };
+            if (this.events === 0)
+                this.initial = this.state;
+            if (this.sink.state)
+                this.sink.state(this.state);
         }
 
         absorbEvents(raw, off) {

@@ -7,7 +7,13 @@
  * as BigInt), booleans and None. Any opcode that would import a name or
  * call something (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, NEWOBJ_EX,
  * EXT*, PERSID, BINPERSID, buffers) is refused with one error that names it: no code
- * from a file ever runs. Dicts become objects without a prototype. */
+ * from a file ever runs. Dicts become objects without a prototype.
+ *
+ * PyTorch keeps the last N trace entries of each device, but its `segments` hold
+ * every segment and block: memory allocated before the first entry is inferred
+ * (initialState) and handed over as a state before the first event, which the
+ * replay makes live from the start (docs/REPLAY.md rule 0), as `memtrace import`
+ * writes it. */
 function memtracePickleFactory() {
     'use strict';
 
@@ -187,6 +193,119 @@ function memtracePickleFactory() {
         return typeof v === 'bigint' ? Number(v) : typeof v === 'number' ? v : 0;
     }
 
+    /* A block's frames: its own, else its first history entry's (older snapshots). */
+    function blockFrames(k) {
+        if (k.frames !== undefined)
+            return k.frames;
+        const h = Array.isArray(k.history) ? k.history[0] : null;
+        return h && typeof h === 'object' ? h.frames : undefined;
+    }
+
+    /* What was live before the first trace entry of each device, from its trace
+     * (entries, in order) and the snapshot's final segments (final: as readSnapshot
+     * lays them out, frames still unresolved). A walk keeps the live blocks L and
+     * segments S the trace made; a free of a block or segment the trace never made
+     * was of one live before it (P, Q). At the end, a final segment that no segment
+     * of S overlaps, and a final active block not in L, were live before too. Each Q
+     * segment takes the P blocks that lie in it; a P block in none is dropped (and
+     * counted): nothing says which segment held it. Returns {segments (as a state's,
+     * stacks unresolved: frames), dropped}; no segments when nothing was live. */
+    function initialState(traces, final) {
+        const devices = new Set(final.map((g) => g.device));
+        traces.forEach((tr, dev) => {
+            if (Array.isArray(tr) && tr.length)
+                devices.add(dev);
+        });
+        const segments = [];
+        let dropped = 0;
+        for (const dev of [...devices].sort((a, b) => a - b)) {
+            const L = new Set(), P = new Map(), S = new Map(), Q = new Map();
+            const tr = Array.isArray(traces[dev]) ? traces[dev] : [];
+            for (const t of tr) {
+                if (t === null || typeof t !== 'object')
+                    continue;
+                const a = num(t.addr);
+                const pre = () => ({ addr: a, size: num(t.size), requested_size: num(t.size), frames: t.frames,
+                    state: STATE.active_allocated });
+                switch (t.action) {
+                case 'alloc':
+                    L.add(a);
+                    break;
+                case 'free_requested':
+                    if (!L.has(a) && !P.has(a)) {
+                        P.set(a, pre());
+                        L.add(a); /* it was live, now pending */
+                    }
+                    break;
+                case 'free_completed':
+                    if (L.has(a))
+                        L.delete(a);
+                    else if (!P.has(a))
+                        P.set(a, pre());
+                    break;
+                case 'segment_alloc':
+                case 'segment_map':
+                    S.set(a, num(t.size));
+                    break;
+                case 'segment_free':
+                case 'segment_unmap':
+                    if (S.has(a))
+                        S.delete(a);
+                    else if (!Q.has(a))
+                        Q.set(a, { addr: a, total_size: num(t.size), stream: num(t.stream), device: dev, pool: 0,
+                            is_large: false, frames: undefined });
+                    break;
+                default:
+                    break;
+                }
+            }
+            /* The traced segments by address, with the furthest end up to each: one
+             * overlaps [a, a + z) when one starting before a + z ends past a. */
+            const starts = [...S.keys()].sort((x, y) => x - y), reach = [];
+            for (const sa of starts)
+                reach.push(Math.max(reach.length ? reach[reach.length - 1] : -Infinity, sa + S.get(sa)));
+            const overlapped = (a, z) => {
+                let lo = 0, hi = starts.length;
+                while (lo < hi) {
+                    const mid = (lo + hi) >>> 1;
+                    if (starts[mid] < a + z)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                return lo > 0 && reach[lo - 1] > a;
+            };
+            for (const g of final) {
+                if (g.device !== dev)
+                    continue;
+                const a = g.addr, z = g.total_size;
+                if (!overlapped(a, z))
+                    Q.set(a, { addr: a, total_size: z, stream: g.stream, device: dev, pool: g.pool,
+                        is_large: g.is_large, frames: g.frames });
+                for (const b of g.blocks)
+                    if ((b.state === STATE.active_allocated || b.state === STATE.active_pending_free) &&
+                        !L.has(b.addr) && !P.has(b.addr))
+                        P.set(b.addr, { addr: b.addr, size: b.size, requested_size: b.requested_size,
+                            frames: b.frames, state: b.state });
+            }
+            const qs = [...Q.values()].sort((x, y) => x.addr - y.addr);
+            const ps = [...P.values()].sort((x, y) => x.addr - y.addr);
+            let j = 0;
+            for (const q of qs) {
+                const seg = { ...q, blocks: [] };
+                while (j < ps.length && ps[j].addr < q.addr) {
+                    dropped++;
+                    j++;
+                }
+                while (j < ps.length && ps[j].addr + ps[j].size <= q.addr + q.total_size)
+                    seg.blocks.push(ps[j++]);
+                segments.push(seg);
+            }
+            dropped += ps.length - j;
+        }
+        return { segments, dropped };
+    }
+
     /* Decodes a snapshot from bytes: pickle when it starts with the PROTO opcode,
      * else JSON. */
     function parseSnapshot(bytes) {
@@ -201,7 +320,8 @@ function memtracePickleFactory() {
         return v;
     }
 
-    /* Turns a snapshot object into what format.js's read() gives: events to
+    /* Turns a snapshot object into what format.js's read() gives: the state live
+     * before the first entry to sink.state(s) (where anything was), events to
      * sink.event(e) in trace order (devices one after another, annotations merged by
      * time), and tables and state in the result. */
     function readSnapshot(snap, sink) {
@@ -262,6 +382,28 @@ function memtracePickleFactory() {
         };
 
         const traces = Array.isArray(snap.device_traces) ? snap.device_traces : [];
+        /* The final segments, blocks at their addresses (else where the one before
+         * ends, as the snapshot lays them out); frames resolved below. */
+        const final = [];
+        for (const s of Array.isArray(snap.segments) ? snap.segments : []) {
+            if (s === null || typeof s !== 'object')
+                continue;
+            const pool = Array.isArray(s.segment_pool_id) ? num(s.segment_pool_id[0]) : num(s.segment_pool_id);
+            let at = num(s.address);
+            final.push({
+                addr: num(s.address), total_size: num(s.total_size), allocated_size: num(s.allocated_size),
+                active_size: num(s.active_size), requested_size: num(s.requested_size),
+                stream: num(s.stream), device: num(s.device), pool,
+                is_large: s.segment_type === 'large', is_expandable: s.is_expandable === true,
+                frames: s.frames, source: 0,
+                blocks: (Array.isArray(s.blocks) ? s.blocks : []).filter((k) => k && typeof k === 'object').map((k) => {
+                    const addr = k.address !== undefined ? num(k.address) : at;
+                    at = addr + num(k.size);
+                    return { addr, size: num(k.size), requested_size: num(k.requested_size),
+                        frames: blockFrames(k), state: STATE[k.state] || 0 };
+                }),
+            });
+        }
         const anns = Array.isArray(snap.external_annotations) ? snap.external_annotations : [];
         let tmin = Infinity;
         for (const tr of traces)
@@ -292,10 +434,25 @@ function memtracePickleFactory() {
             if (sink.event)
                 sink.event(e);
         };
+        /* Stacks are interned in trace order, then the initial state's and the
+         * final state's: the initial state goes to the sink before the first event. */
+        const stacks = traces.map((tr) => (Array.isArray(tr)
+            ? Uint32Array.from(tr, (t) => (t !== null && typeof t === 'object' ? stackOf(t.frames) : 0)) : null));
+        const resolve = (g) => {
+            const { frames, blocks, ...seg } = g;
+            seg.stack = stackOf(frames);
+            seg.blocks = blocks.map(({ frames: bf, ...b }) => ({ ...b, stack: stackOf(bf) }));
+            return seg;
+        };
+        const init = initialState(traces, final);
+        const initial = init.segments.length ? { time: 0, segments: init.segments.map(resolve) } : null;
+        if (initial && sink.state)
+            sink.state(initial);
         traces.forEach((tr, dev) => {
             if (!Array.isArray(tr))
                 return;
-            for (const t of tr) {
+            for (let k = 0; k < tr.length; k++) {
+                const t = tr[k];
                 if (t === null || typeof t !== 'object')
                     continue;
                 const time = timeOf(t.time_us, last + 1000);
@@ -313,7 +470,7 @@ function memtracePickleFactory() {
                 e.aux = act === ACTION.oom ? num(t.device_free) : 0;
                 e.device = dev;
                 e.pool = 0;
-                e.stack = stackOf(t.frames);
+                e.stack = stacks[dev][k];
                 e.category = 0;
                 e.source = 0;
                 if (sink.event)
@@ -323,22 +480,7 @@ function memtracePickleFactory() {
         while (ai < annEvents.length)
             emitAnn(annEvents[ai++]);
 
-        const segments = [];
-        for (const s of Array.isArray(snap.segments) ? snap.segments : []) {
-            if (s === null || typeof s !== 'object')
-                continue;
-            const pool = Array.isArray(s.segment_pool_id) ? num(s.segment_pool_id[0]) : num(s.segment_pool_id);
-            segments.push({
-                addr: num(s.address), total_size: num(s.total_size), allocated_size: num(s.allocated_size),
-                active_size: num(s.active_size), requested_size: num(s.requested_size),
-                stream: num(s.stream), device: num(s.device), pool,
-                is_large: s.segment_type === 'large', is_expandable: s.is_expandable === true,
-                stack: stackOf(s.frames), source: 0,
-                blocks: (Array.isArray(s.blocks) ? s.blocks : []).filter((k) => k && typeof k === 'object').map((k) => ({
-                    addr: num(k.address), size: num(k.size), requested_size: num(k.requested_size),
-                    stack: stackOf(k.frames), state: STATE[k.state] || 0 })),
-            });
-        }
+        const segments = final.map(resolve);
         const meta = { format: 'pytorch-snapshot' };
         if (haveTime)
             meta.start_time_ns = tmin * 1000;
@@ -349,6 +491,9 @@ function memtracePickleFactory() {
             strings, frames, stackParent: stackParent.subarray(0, nstacks + 1),
             stackFrame: stackFrame.subarray(0, nstacks + 1),
             state: segments.length ? { time: last, segments } : null,
+            /* What was live before the first event, and how many blocks of it lay in
+             * no segment known to be live then (left out). */
+            initial: events ? initial : null, initialDropped: events ? init.dropped : 0,
         };
     }
 

@@ -13,6 +13,12 @@
  *   unknown address counts as an unmatched segment free.
  * Peaks are the first event at which a level exceeds every earlier one.
  *
+ * A state read before the first event (docs/REPLAY.md rule 0) is what was live when
+ * the events begin: just before event 0 its segments and active blocks become live
+ * (pending ones pending), in the levels from the start and at event 0's index and
+ * time, but not counted as allocations. Their intervals are flagged `init`, and have
+ * no event of their own (act0 255).
+ *
  * Besides the figures, the replay keeps what the viewer draws: every block and
  * segment as an interval (start, end, address, size, stack, ...) in typed arrays,
  * and for each kind one op list in event order (+id+1 when interval id starts,
@@ -20,7 +26,9 @@
  *
  * Plain API, the same in a page, a worker and node:
  *   const rp = new MemtraceReplay.Replay();
+ *   for each state chunk s, in file order: rp.state(s);
  *   for each event e (fields as format.js gives them): rp.event(e);
+ *   (format.js's read(bytes, {event: (e) => rp.event(e), state: (s) => rp.state(s)}))
  *   rp.figures()  -> the figures `memtrace summary --json` prints (without stacks)
  *   rp.model()    -> the intervals and ops (typed arrays, transferable) */
 function memtraceReplayFactory() {
@@ -64,6 +72,7 @@ function memtraceReplayFactory() {
         size: Float64Array, stream: Float64Array, ev0: Float64Array, ev1: Float64Array,
         stack: Uint32Array, category: Uint32Array, device: Int32Array, tid: Uint32Array,
         ended: Uint8Array, /* 0 live at the end, 1 freed, 2 replaced, 3 trimmed */
+        init: Uint8Array, /* 1: live before the first event (rule 0), not allocated by one */
         /* For the list of events at a time: bytes asked for (0: as size), the event
          * of the free request (-1: none), the actions that began and ended it. */
         req: Float64Array, evreq: Float64Array, act0: Uint8Array, act1: Uint8Array,
@@ -122,6 +131,36 @@ function memtraceReplayFactory() {
             this.categories = new Set();
             this.wide = 0;
             this.actionCounts = new Array(256).fill(0);
+            /* The latest state read before the first event, seeded at event 0. */
+            this.initial = null;
+        }
+
+        /* A state chunk read at this point of the file: the one before the first
+         * event is what was live when the events begin (rule 0); later ones change
+         * nothing. */
+        state(s) {
+            if (this.events === 0)
+                this.initial = s;
+        }
+
+        /* Rule 0, just before event 0 (e): the state's segments and active blocks are
+         * live, at e's index and time, without counting as allocations. */
+        seed(s, e) {
+            const base = { time: e.time, tid: 0, category: 0, requested_size: 0 };
+            for (const g of s.segments || []) {
+                this.add(this.segs, this.liveSegs, this.segOps, this.reserved, this.replaced_segs,
+                    { ...base, addr: g.addr, size: g.total_size, stream: g.stream, device: g.device,
+                        stack: g.stack, action: SEGMENT_ALLOC }, 0, true);
+                for (const b of g.blocks || []) {
+                    if (b.state !== 1 && b.state !== 2)
+                        continue;
+                    const id = this.add(this.blocks, this.liveBlocks, this.blockOps, this.allocated,
+                        this.replaced_allocs, { ...base, addr: b.addr, size: b.size, stream: g.stream,
+                            device: g.device, stack: b.stack, requested_size: b.requested_size, action: ALLOC }, 0, true);
+                    if (b.state === 2)
+                        this.blocks.c.treq[id] = e.time;
+                }
+            }
         }
 
         event(e) {
@@ -134,6 +173,8 @@ function memtraceReplayFactory() {
             if (e.wide)
                 this.wide++;
             this.actionCounts[e.action & 255]++;
+            if (i === 0 && this.initial !== null)
+                this.seed(this.initial, e);
             switch (e.action) {
             case ALLOC:
                 this.allocs.count++;
@@ -146,7 +187,7 @@ function memtraceReplayFactory() {
                 this.free_requests.count++;
                 this.free_requests.bytes += e.size;
                 const id = this.liveBlocks.get(e.addr);
-                if (id !== undefined && !(this.blocks.c.treq[id] > 0)) {
+                if (id !== undefined && this.blocks.c.treq[id] !== this.blocks.c.treq[id]) {
                     this.blocks.c.treq[id] = t;
                     this.blocks.c.evreq[id] = i;
                 }
@@ -163,7 +204,7 @@ function memtraceReplayFactory() {
                 this.frees.count++;
                 this.frees.bytes += sz;
                 this.allocated.cur -= sz;
-                if (this.blocks.c.ev0[id] === this.lastAlloc) {
+                if (this.blocks.c.ev0[id] === this.lastAlloc && !this.blocks.c.init[id]) {
                     const st = this.blocks.c.stack[id], tmp = this.temporaries.get(st) || [0, 0];
                     tmp[0] += sz;
                     tmp[1]++;
@@ -221,7 +262,9 @@ function memtraceReplayFactory() {
             }
         }
 
-        add(cols, live, ops, lvl, replaced, e, i) {
+        /* A live interval for e at event i (init: live before the first event);
+         * returns its id. */
+        add(cols, live, ops, lvl, replaced, e, i, init) {
             const old = live.get(e.addr);
             if (old !== undefined) {
                 const sz = cols.c.size[old];
@@ -230,7 +273,7 @@ function memtraceReplayFactory() {
                 lvl.cur -= sz;
                 this.close(cols, ops, old, e.time, i, 2, e.action);
             }
-            const id = this.open(cols, ops, e, i);
+            const id = this.open(cols, ops, e, i, init);
             live.set(e.addr, id);
             lvl.cur += e.size;
             if (lvl.cur > lvl.peak) {
@@ -238,18 +281,20 @@ function memtraceReplayFactory() {
                 lvl.peak_event = i;
                 lvl.peak_time = e.time;
             }
+            return id;
         }
 
-        open(cols, ops, e, i) {
+        open(cols, ops, e, i, init) {
             const id = cols.add(), c = cols.c;
             c.t0[id] = e.time; c.t1[id] = NaN; c.treq[id] = NaN;
             c.addr[id] = e.addr; c.size[id] = e.size; c.stream[id] = e.stream;
             c.ev0[id] = i; c.ev1[id] = -1; c.stack[id] = e.stack; c.category[id] = e.category;
             c.device[id] = e.device; c.tid[id] = e.tid; c.ended[id] = 0;
-            c.req[id] = e.requested_size || 0; c.evreq[id] = -1; c.act0[id] = e.action; c.act1[id] = 0;
+            c.req[id] = e.requested_size || 0; c.evreq[id] = -1; c.act0[id] = init ? 255 : e.action; c.act1[id] = 0;
+            c.init[id] = init ? 1 : 0;
             this.devices.add(e.device);
             this.streams.add(e.stream);
-            if (cols === this.blocks)
+            if (cols === this.blocks && !init)
                 this.categories.add(e.category);
             ops.push(id + 1);
             return id;
@@ -282,7 +327,7 @@ function memtraceReplayFactory() {
                     const over = this.liveSegs.get(at + left);
                     if (over !== undefined)
                         this.close(this.segs, this.segOps, over, e.time, i, 2, e.action);
-                    const rid = this.open(this.segs, this.segOps, rest, i);
+                    const rid = this.open(this.segs, this.segOps, rest, i, c.init[id] === 1);
                     this.segs.c.act0[rid] = 255; /* not an event of its own */
                     this.liveSegs.set(at + left, rid);
                     freed += left;
@@ -385,10 +430,13 @@ function memtraceReplayFactory() {
         return out;
     }
 
-    /* Per stack [bytes, count] of every block allocated, as a Map. */
+    /* Per stack [bytes, count] of every block allocated, as a Map: not those live
+     * before the first event (rule 0). */
     function stacksAllocated(blocks) {
         const out = new Map();
         for (let id = 0; id < blocks.n; id++) {
+            if (blocks.init[id])
+                continue;
             const g = out.get(blocks.stack[id]) || [0, 0];
             g[0] += blocks.size[id];
             g[1]++;

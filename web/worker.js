@@ -18,7 +18,8 @@ function memtraceWorkerMain(self, Format, Pickle, ReplayMod) {
         try {
             const b = new Uint8Array(bytes);
             const rp = new ReplayMod.Replay();
-            const sink = { event: (e) => rp.event(e), progress: (d, t) => progress(d, t, 'decoding') };
+            const sink = { event: (e) => rp.event(e), state: (s) => rp.state(s),
+                progress: (d, t) => progress(d, t, 'decoding') };
             let res, kind;
             if (Format.isMemtrace(b)) {
                 kind = 'memtrace';
@@ -34,7 +35,7 @@ function memtraceWorkerMain(self, Format, Pickle, ReplayMod) {
                 name, kind, size: b.length, version: res.version, meta: res.meta, end: res.end,
                 truncated: res.truncated, error: res.error, events: res.events, wide: res.wide,
                 strings: res.strings, frames: res.frames, stackParent: res.stackParent,
-                stackFrame: res.stackFrame, state: res.state,
+                stackFrame: res.stackFrame, state: res.state, initialDropped: res.initialDropped || 0,
             };
             self.postMessage({ id, type: 'loaded', model, info }, ReplayMod.transferables(model));
         } catch (e) {

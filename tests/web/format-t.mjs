@@ -1,7 +1,9 @@
 // format-t: web/format.js, the viewer's .memtrace reader, in node: every committed
 // case of tests/snapshot/{valid,invalid} reads as the C reader reads it, and 3,000
 // random events with edge values (0, 2^64-1, times going backwards) come back exactly
-// as gen-web wrote them, through hits and misses of the prediction table.
+// as gen-web wrote them, through hits and misses of the prediction table; a state
+// chunk before the first event is handed to sink.state() before it and is the
+// result's `initial` (docs/REPLAY.md rule 0).
 import { readdirSync, readFileSync } from 'node:fs';
 import { bail, done, genFiles, is, join, ok, plan, require, srcdir, webdir } from './lib.mjs';
 
@@ -33,7 +35,7 @@ try {
     const suites = join(srcdir, 'tests', 'snapshot');
     const valid = readdirSync(join(suites, 'valid')).sort();
     const invalid = readdirSync(join(suites, 'invalid')).sort();
-    plan(valid.length * 2 + invalid.length + 6);
+    plan(valid.length * 2 + invalid.length + 7);
 
     for (const name of valid) {
         const dir = join(suites, 'valid', name), x = expectOf(dir);
@@ -71,6 +73,18 @@ try {
     flipped[16 + 20 + 40] ^= 0xff; /* inside the first chunk, with more after it */
     const bad1 = await Format.read(flipped, {});
     is(bad1.error && bad1.error.message, 'chunk at offset 16: checksum mismatch', 'a damaged chunk in the middle is an error naming its offset');
+
+    /* tests/replay/initial-state: a state of 2 segments (3 blocks and 1), then
+     * 6 events. */
+    const order = [];
+    const init = await Format.read(new Uint8Array(readFileSync(join(srcdir, 'tests', 'replay', 'initial-state', 'input.memtrace'))), {
+        event: (e) => order.push(`event ${e.index}`),
+        state: (st) => order.push(`state of ${st.segments.length} segments`),
+    });
+    const segs = init.initial && init.initial.segments.map((g) => [g.addr, g.total_size, g.stream, g.blocks.map((b) => [b.addr, b.size, b.state])]);
+    is([order.slice(0, 2), order.length, segs], [['state of 2 segments', 'event 0'], 7,
+        [[1048576, 1048576, 0, [[1048576, 4096, 1], [1052672, 8192, 2], [1060864, 1036288, 0]]], [4194304, 2097152, 7, [[4194304, 2097152, 0]]]]],
+    'a state before the first event: to sink.state() before event 0, and the result\'s initial');
     done();
 } catch (e) {
     bail(e);

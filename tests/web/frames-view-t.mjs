@@ -3,9 +3,11 @@
 // snapshot (shared/data/pytorch-snapshots/eor-training.pickle) imported with `memtrace
 // import`. Its largest stack at the peak, stack 50 (15.0 MiB), has 50 frames: 34 are
 // hidden and the peak table starts it at #6, the allocation's kernel, as `memtrace
-// peak` does; every stack hides as many frames as `memtrace peak --json` says; no
-// torch::unwind::unwind() frame is in the peak table, the flame graph or a block's
-// tooltip. Ticking "all frames" shows them everywhere, and is kept in the URL. Two
+// peak` does, and lists 12 frames, then past them its Python frames #31 and #35, as
+// `memtrace peak --depth 12` does; every stack hides as many frames as `memtrace peak
+// --json` says; no torch::unwind::unwind() frame is in the peak table, the flame graph
+// or a block's tooltip. Ticking "all frames" shows them everywhere, and is kept in the
+// URL. Two
 // snapshots whose one stack differs only in a hidden frame are compared on whole
 // stacks: the compare view lists both stacks, each shown from #1 with 1 frame hidden.
 import { execFileSync } from 'node:child_process';
@@ -23,7 +25,7 @@ if (!existsSync(pickle))
 const pw = needBrowser();
 const UNWIND = 'torch::unwind::unwind()';
 
-plan(18);
+plan(21);
 let ctx;
 try {
     const dir = mkdtempSync(join(tmpdir(), 'memtrace-frames-'));
@@ -32,6 +34,8 @@ try {
     execFileSync(memtrace, ['import', pickle, '-o', file], { stdio: 'ignore' });
     const cli = JSON.parse(execFileSync(memtrace, ['peak', file, '--json', '--top', '100'], { encoding: 'utf8' }));
     const cliHidden = Object.fromEntries(cli.stacks.map((s) => [String(s.stack), s.hidden_frames]));
+    const cliDepth = JSON.parse(execFileSync(memtrace, ['peak', file, '--json', '--top', '100', '--depth', '12'], { encoding: 'utf8' }));
+    const cliListed = Object.fromEntries(cliDepth.stacks.map((s) => [String(s.stack), s.frames.map((f) => f.index)]));
 
     ctx = await launch(pw);
     const page = await openViewer(ctx);
@@ -55,18 +59,31 @@ try {
     await peakTab();
     let rows = await peak();
     is([rows[0].stack, rows[0].hidden, rows[0].lines.length, rows[0].lines[0].split('<')[0]],
-        ['50', '34', 12, '#6 at::TensorBase at::detail::_empty_strided_generic'],
+        ['50', '34', 14, '#6 at::TensorBase at::detail::_empty_strided_generic'],
         'peak table: stack 50 starts at frame #6, the kernel that allocated, 34 frames hidden');
-    is(rows[0].notes, ['... 4 more frames', '34 frames hidden (stack capture, allocator, dispatch, interpreter, ' +
+    is(rows[0].notes, ['... 2 more frames', '34 frames hidden (stack capture, allocator, dispatch, interpreter, ' +
         'thread start): tick "all frames" to see them'], 'peak table: stack 50 says how many frames are hidden and how to see them');
-    is(rows[0].lines.map((l) => l.split(' ')[0]), ['#6', '#7', '#8', '#9', '#10', '#15', '#16', '#17', '#22', '#24', '#25', '#27'],
-        'peak table: frames numbered by their place in the whole stack, as memtrace peak numbers them');
+    is(rows[0].lines.map((l) => l.split(' ')[0]), ['#6', '#7', '#8', '#9', '#10', '#15', '#16', '#17', '#22', '#24', '#25', '#27',
+        '#31', '#35'], 'peak table: frames numbered by their place in the whole stack, as memtrace peak numbers them');
+    /* Past the first 12, the program's Python frames, after the frames between. */
+    const row50 = await page.evaluate(() => Array.from(document.querySelectorAll('#peak-table tbody tr[data-stack="50"] td:nth-child(3) > div'),
+        (d) => d.textContent));
+    is(row50.slice(11, 14), ['#27 at::_ops::to_dtype_layout::call(at::Tensor const&, std::optional<c10::ScalarType>, ' +
+        'std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>, bool, bool, std::optional<c10::MemoryFormat>)',
+    '... 2 more frames', '#31 generate_counterfactuals (/oscar/home/jsolt/FourierNN/counterfactuals.py:102)'],
+    'peak table: after #27, "... 2 more frames", then stack 50\'s Python frame #31 generate_counterfactuals');
+    is(row50[14], '#35 <module> (/oscar/home/jsolt/FourierNN/counterfactuals.py:218)',
+        'peak table: and #35 <module>, as memtrace peak --depth 12 lists them');
+    is(Object.fromEntries(rows.map((r) => [r.stack, r.lines.map((l) => Number(l.split(' ')[0].slice(1)))])), cliListed,
+        `peak table: each of the ${rows.length} stacks lists the frames memtrace peak --depth 12 lists`);
     ok(!hasUnwind(rows), `peak table: no ${UNWIND} frame by default`);
     is(Object.fromEntries(rows.map((r) => [r.stack, Number(r.hidden)])), cliHidden,
         `peak table: each of the ${rows.length} stacks hides as many frames as memtrace peak --json says`);
+    /* (no stack): the 8.1 MiB block live before the trace began, which the snapshot
+     * holds without frames. */
     let [outer, unwinds] = await flame();
     is([outer, unwinds], [['<module>', 'torch::autograd::python::PythonEngine::thread_init(int, ' +
-        'std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)'], 0],
+        'std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)', '(no stack)'], 0],
     'flame graph: towers start at the program\'s <module> and autograd\'s thread, none ends in the unwinder');
     await screenshot(page, 'frames-peak');
 
@@ -76,14 +93,16 @@ try {
     is(await page.evaluate(() => document.getElementById('search-result').textContent),
         'stack 50: generate_counterfactuals (/oscar/home/jsolt/FourierNN/counterfactuals.py:102)',
         'the stack is named by its innermost Python frame');
-    /* Hover the highest column's top block: its stack without the hidden frames. */
+    /* Hover the middle column at 12 MiB, a block the trace allocated (below it are
+     * the 8.4 MiB live before the trace): its stack without the hidden frames. */
     const hover = async () => {
-        const f = await page.evaluate(() => {
-            const fr = memtraceViewer.frame(), c = document.getElementById('timeline').getBoundingClientRect();
-            return [fr.W, fr.H, c.left, c.top];
+        await page.waitForFunction(() => memtraceViewer.settled());
+        const at = await page.evaluate(() => {
+            const v = memtraceViewer.state.view;
+            return memtraceViewer.toScreen(memtraceViewer.state.model.t_min + (v.t0 + v.t1) / 2, 12 * 1048576);
         });
-        await page.mouse.move(f[2] + 78 + f[0] / 2, f[3] + 16 + f[1] - 3);
-        await page.mouse.move(f[2] + 78 + f[0] / 2 + 1, f[3] + 16 + f[1] - 3);
+        await page.mouse.move(at.x, at.y);
+        await page.mouse.move(at.x + 1, at.y);
         return page.evaluate(() => document.getElementById('tooltip').innerText);
     };
     await page.fill('#search', '');
@@ -100,9 +119,10 @@ try {
         tip.slice(0, 2000));
     await peakTab();
     rows = await peak();
-    is([rows[0].stack, rows[0].hidden, rows[0].lines[0], rows[0].notes], ['50', '0', `#0 ${UNWIND}`, ['... 38 more frames']],
-        'with "all frames": stack 50 starts at #0, the unwinder, nothing hidden');
-    ok(rows.every((r) => r.lines[0] === `#0 ${UNWIND}`), `with "all frames": every stack starts with ${UNWIND}`);
+    is([rows[0].stack, rows[0].hidden, rows[0].lines[0], rows[0].notes],
+        ['50', '0', `#0 ${UNWIND}`, ['... 19 more frames', '... 3 more frames', '... 14 more frames']],
+        'with "all frames": stack 50 starts at #0, the unwinder, nothing hidden; #31 and #35 past the first 12');
+    ok(rows.every((r) => r.stack === '0' || r.lines[0] === `#0 ${UNWIND}`), `with "all frames": every stack starts with ${UNWIND}`);
     [outer, unwinds] = await flame();
     ok(outer.includes('_start') && unwinds > 0, 'with "all frames": the flame graph has the start and unwinder frames',
         JSON.stringify([outer, unwinds]));

@@ -10,7 +10,7 @@ const { Replay, stacksAt, stacksAllocated } = require(join(webdir, 'replay.js'))
 /* The outcome under expected.json's names, as tests/replay/replay-t.c builds it. */
 async function outcome(path) {
     const rp = new Replay();
-    const res = await Format.read(new Uint8Array(readFileSync(path)), { event: (e) => rp.event(e) });
+    const res = await Format.read(new Uint8Array(readFileSync(path)), { event: (e) => rp.event(e), state: (s) => rp.state(s) });
     if (res.error)
         throw new Error(`${path}: ${res.error.message}`);
     const m = rp.model(), f = m.figures;

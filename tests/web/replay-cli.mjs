@@ -20,7 +20,7 @@ const { Replay } = require(join(web, 'replay.js'));
 export async function replayFile(path) {
     const bytes = new Uint8Array(readFileSync(path));
     const rp = new Replay();
-    const sink = { event: (e) => rp.event(e) };
+    const sink = { event: (e) => rp.event(e), state: (s) => rp.state(s) };
     const result = Format.isMemtrace(bytes)
         ? await Format.read(bytes, sink)
         : Pickle.readSnapshot(Pickle.parseSnapshot(bytes), sink);
