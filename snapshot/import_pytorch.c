@@ -458,6 +458,7 @@ static int put_record(struct imp *im, struct clist *l, uint64_t mt, const struct
         put_var(&p, ev->stream);
         put_var(&p, ev->aux);
         put_var(&p, zz((uint64_t)(int64_t)ev->device));
+        put_var(&p, zz((uint64_t)(int64_t)ev->pool));
         put_var(&p, ev->stack);
         put_var(&p, ev->category);
     }
@@ -490,6 +491,7 @@ static void cursor_next(struct cursor *c)
     c->ev.stream = get_var(&c->p);
     c->ev.aux = get_var(&c->p);
     c->ev.device = (int32_t)(int64_t)unzz(get_var(&c->p));
+    c->ev.pool = (int32_t)(int64_t)unzz(get_var(&c->p));
     c->ev.stack = (uint32_t)get_var(&c->p);
     c->ev.category = (uint32_t)get_var(&c->p);
 }
@@ -629,6 +631,25 @@ static struct clist *list_of(struct imp *im, int32_t d)
     return &im->lists[d];
 }
 
+/* The pool of a trace entry as PyTorch's caching allocator chooses it: a block of at
+ * most 1 MiB (kSmallSize) comes from the small pool (1), a larger one from the large
+ * pool (2); a segment of the small pool is 2 MiB (kSmallBuffer), the large pool's
+ * are 10 MiB and more. Pieces of expandable segments say nothing: 0. */
+static int32_t pytorch_pool(int action, uint64_t size)
+{
+    switch (action) {
+    case MEMTRACE_ALLOC:
+    case MEMTRACE_FREE_REQUESTED:
+    case MEMTRACE_FREE_COMPLETED:
+        return size <= ((uint64_t)1 << 20) ? 1 : 2;
+    case MEMTRACE_SEGMENT_ALLOC:
+    case MEMTRACE_SEGMENT_FREE:
+        return size == ((uint64_t)2 << 20) ? 1 : 2;
+    default:
+        return 0;
+    }
+}
+
 /* A trace entry of device d into a record of its list. */
 static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *e)
 {
@@ -674,6 +695,7 @@ static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *
     ev.time_ns = t_us * 1000;
     ev.action = (uint8_t)a;
     ev.device = d;
+    ev.pool = pytorch_pool(a, ev.size);
     ev.stack = stack_of(im, f[K_FRAMES]);
     size_t n;
     const char *cc = mt_pv_str(f[K_CC], &n);

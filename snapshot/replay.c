@@ -326,11 +326,16 @@ static void seed(struct mt_replay *rp)
                                     .size = g->total_size,
                                     .stream = g->stream,
                                     .device = g->device,
-                                    .pool = g->pool,
+                                    /* a snapshot's default pools: by segment_type */
+                                    .pool = g->pool       ? g->pool
+                                            : g->is_large ? 2
+                                                          : 1,
                                     .stack = g->stack,
                                     .source = g->source,
                                     .action = MEMTRACE_SEGMENT_ALLOC};
-        enter_ev(rp, &ev, 1, 1);
+        struct mt_live *e = enter_ev(rp, &ev, 1, 1);
+        if (e && e->counted && rp->on_initial)
+            rp->on_initial(rp->on_initial_ctx, e, 1);
         for (size_t k = 0; k < g->nblocks && !rp->nomem; k++) {
             const struct memtrace_block *b = &g->blocks[k];
             if (b->state != MEMTRACE_BLOCK_ACTIVE_ALLOCATED &&
@@ -342,12 +347,14 @@ static void seed(struct mt_replay *rp)
             ev.stack = b->stack;
             ev.source = 0;
             ev.action = MEMTRACE_ALLOC;
-            struct mt_live *e = enter_ev(rp, &ev, 0, 1);
+            e = enter_ev(rp, &ev, 0, 1);
             if (e && b->state == MEMTRACE_BLOCK_ACTIVE_PENDING_FREE) {
                 e->pending = 1;
                 if (e->counted)
                     fall(&rp->in_use, e->size);
             }
+            if (e && e->counted && rp->on_initial)
+                rp->on_initial(rp->on_initial_ctx, e, 0);
         }
     }
     rp->eff.bytes = 0;

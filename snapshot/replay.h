@@ -134,6 +134,12 @@ struct mt_replay {
     uint64_t t_first, t_min, t_max;
     int in_window, window_done;
 
+    /* Called for each entry of the state before the first event as the model makes
+     * it live (rule 0), before event 0 is applied, for observers that keep figures
+     * of their own (stats); NULL: none. e is valid during the call. */
+    void (*on_initial)(void *ctx, const struct mt_live *e, int is_seg);
+    void *on_initial_ctx;
+
     struct mt_addrtab blocks, segs; /* of struct mt_live */
     struct mt_level allocated, reserved;
     /* allocated less the blocks whose free was requested (free_requested): PyTorch's

@@ -86,9 +86,11 @@ struct stats {
     uint64_t num_ooms, num_device_alloc, num_device_free;
     struct seg *seg;
     size_t nseg, cap;
-    int in_window, nomem;
+    int in_window, nomem, initial;
 };
 
+/* With st->initial set, a rise is no allocation: memory live before the first event
+ * (docs/REPLAY.md, rule 0) is in the current and peak figures, not the totals. */
 static void update(struct stats *st, int stat, int32_t pool, int64_t delta)
 {
     int p2 = pool == 1 ? SMALL : pool == 2 ? LARGE : -1;
@@ -100,7 +102,8 @@ static void update(struct stats *st, int stat, int32_t pool, int64_t delta)
         if (delta >= 0) {
             s->current += (uint64_t)delta;
             if (st->in_window) {
-                s->allocated += (uint64_t)delta;
+                if (!st->initial)
+                    s->allocated += (uint64_t)delta;
                 if (s->current > s->peak)
                     s->peak = s->current;
             }
@@ -215,6 +218,24 @@ static void seg_removed(struct stats *st, const struct mt_replay *rp, uint64_t l
         }
         seg_remove_at(st, k);
     }
+}
+
+/* The replay's hook for an entry live before the first event. */
+static void initial(void *ctx, const struct mt_live *e, int is_seg)
+{
+    struct stats *st = ctx;
+    st->in_window = 1; /* the hook runs in the replay, whose window may not be open */
+    st->initial = 1;
+    if (is_seg) {
+        update(st, S_SEGMENT, e->pool, 1);
+        update(st, S_RESERVED_BYTES, e->pool, (int64_t)e->size);
+        seg_insert(st, e);
+    } else {
+        if (!e->pending)
+            block_allocated(st, e, 1);
+        block_active(st, e, 1);
+    }
+    st->initial = 0;
 }
 
 static void apply(struct stats *st, const struct mt_replay *rp)
@@ -400,6 +421,8 @@ int cli_cmd_stats(int argc, char **argv)
         return CLI_EXIT_FAIL;
     struct stats st;
     memset(&st, 0, sizeof(st));
+    rp->on_initial = initial;
+    rp->on_initial_ctx = &st;
     struct cli_progress prog;
     cli_progress_init(&prog, rp->r, "stats", 0);
     while ((rc = mt_replay_next(rp)) == 1) {

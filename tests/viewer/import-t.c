@@ -62,7 +62,7 @@ static void real_snapshot(void)
     snprintf(orig, sizeof(orig), "%s/../shared/data/pytorch-snapshots/eor-training.pickle",
              src && *src ? src : ".");
     if (!exists(orig)) {
-        skip(13,
+        skip(14,
              "the real snapshot ../shared/data/pytorch-snapshots/eor-training.pickle is absent");
         return;
     }
@@ -98,6 +98,15 @@ static void real_snapshot(void)
            cli_int(j, "allocated.current_bytes") == 39976976 + 8781824 &&
            cli_int(j, "allocated.current_count") == 40,
        "real snapshot: at the end, the 10 segments and 40 blocks the snapshot lists");
+    json_decref(j);
+    cli_free(&r);
+    const char *sa[] = {"stats", "--json", out, NULL};
+    r = cli_run(sa);
+    j = cli_json(&r);
+    ok(json_integer_value(json_object_get(j, "segment.small_pool.current")) == 4 &&
+           json_integer_value(json_object_get(j, "segment.large_pool.current")) == 6 &&
+           json_integer_value(json_object_get(j, "allocation.all.current")) == 40,
+       "real snapshot: stats: 4 small and 6 large segments (segment_type), 40 allocations");
     json_decref(j);
     cli_free(&r);
     const char *back = cli_path("eor.pickle");
@@ -213,6 +222,21 @@ static void before_trace(void)
            cli_int(j, "frees.bytes") == 256 && cli_int(j, "segment_frees.bytes") == 2097152 &&
            cli_int(j, "unmatched_segment_frees.count") == 0,
        "before the trace: one allocation; the frees match what was live before");
+    json_decref(j);
+    cli_free(&r);
+
+    /* stats: what was live before counts now, not as allocated; pools by the
+     * allocator's rule (blocks of at most 1 MiB small) and by segment_type */
+    const char *sa[] = {"stats", "--json", out, NULL};
+    r = cli_run(sa);
+    j = cli_json(&r);
+#define KEY(k) json_integer_value(json_object_get(j, k))
+    ok(KEY("allocation.all.current") == 2 && KEY("allocation.small_pool.current") == 2 &&
+           KEY("active.small_pool.current") == 3 && KEY("allocation.all.allocated") == 1 &&
+           KEY("segment.small_pool.current") == 1 && KEY("segment.large_pool.current") == 1 &&
+           KEY("reserved_bytes.small_pool.current") == 2097152,
+       "before the trace: stats count what was live before, by pool");
+#undef KEY
     json_decref(j);
     cli_free(&r);
 
@@ -552,7 +576,7 @@ static void limits(void)
 
 int main(void)
 {
-    plan(64);
+    plan(66);
     cli_scratch();
     real_snapshot();
     before_trace();
