@@ -288,6 +288,7 @@ struct pf {
     uint64_t written;
     char **names; /* block slices' names by stack id, made at first use */
     size_t nnames;
+    struct memtrace_reader *r;
 };
 
 /* The name of a block slice of stack: its stack's naming frame (frames.h), a Python
@@ -411,6 +412,18 @@ static void counter(struct pf *p, const struct mt_replay *rp, int32_t device, ui
     ob_lit(o, "}}");
 }
 
+/* A block live before the first event (docs/REPLAY.md, rule 0) begins its slice at
+ * the first event, where the replay makes it live. */
+static void initial_slice(void *ctx, const struct mt_live *e, int is_seg)
+{
+    struct pf *p = ctx;
+    if (is_seg)
+        return;
+    p->t0 = e->time;
+    if (name_device(p, e->device) == 0)
+        slice(p, p->r, 'b', e, e->time);
+}
+
 int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
                        struct memtrace_errinfo *err)
 {
@@ -431,6 +444,9 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
     ob_lit(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"memtrace\"},"
               "\"traceEvents\":[");
     uint64_t tlast = 0;
+    p.r = rp->r;
+    rp->on_initial = initial_slice;
+    rp->on_initial_ctx = &p;
     while ((rc = mt_replay_next(rp)) == 1) {
         const struct memtrace_event *ev = &rp->ev;
         if (rp->events == 1)

@@ -240,6 +240,26 @@ static void before_trace(void)
     json_decref(j);
     cli_free(&r);
 
+    /* perfetto: the blocks live before begin their slices at the first event */
+    const char *pf[] = {"export", "--format", "perfetto", out, NULL};
+    r = cli_run(pf);
+    j = cli_json(&r);
+    json_t *evs = json_object_get(j, "traceEvents");
+    int nb = 0, ne = 0, at0 = 0;
+    for (size_t k = 0; k < json_array_size(evs); k++) {
+        json_t *e = json_array_get(evs, k);
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        if (ph && strcmp(ph, "b") == 0) {
+            nb++;
+            at0 += json_real_value(json_object_get(e, "ts")) == 0.0;
+        }
+        ne += ph && strcmp(ph, "e") == 0;
+    }
+    ok(nb == 4 && ne == 4 && at0 == 3,
+       "before the trace: perfetto begins the 3 blocks live before at the start, 4 slices closed");
+    json_decref(j);
+    cli_free(&r);
+
     /* a merge keeps the state before the first event */
     const char *merged = cli_path("before-merged.memtrace");
     const char *mg[] = {"merge", "-o", merged, out, NULL};
@@ -576,7 +596,7 @@ static void limits(void)
 
 int main(void)
 {
-    plan(66);
+    plan(67);
     cli_scratch();
     real_snapshot();
     before_trace();
