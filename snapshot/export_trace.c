@@ -311,8 +311,7 @@ static const char *block_name(struct pf *p, struct memtrace_reader *r, uint32_t 
     const struct memtrace_frame *fr = memtrace_reader_frame(r, mt_stack_name_frame(r, stack));
     char buf[1024], sym[64];
     const char *name = mt_export_frame_name(sym, sizeof(sym), fr);
-    size_t fl = fr ? strlen(fr->file) : 0;
-    if (fl > 3 && strcmp(fr->file + fl - 3, ".py") == 0) {
+    if (mt_frame_is_python(fr)) {
         const char *base = strrchr(fr->file, '/');
         snprintf(buf, sizeof(buf), "%s (%s:%u)", name[0] ? name : "?", base ? base + 1 : fr->file,
                  (unsigned)fr->line);

@@ -89,13 +89,18 @@ static int python_api(const char *s)
     return s[0] == 'P' && s[1] == 'y' && ((s[2] >= 'A' && s[2] <= 'Z') || s[2] == '_');
 }
 
+int mt_frame_is_python(const struct memtrace_frame *fr)
+{
+    return fr && fr->file && ends(fr->file, ".py");
+}
+
 int mt_frame_kind(const struct memtrace_frame *fr)
 {
     if (!fr)
         return MT_FRAME_UNKNOWN;
     const char *sym = fr->symbol ? fr->symbol : "", *file = fr->file ? fr->file : "";
     const char *base = base_name(file);
-    if (ends(file, ".py"))
+    if (mt_frame_is_python(fr))
         return MT_FRAME_SHOWN;
     if (!known(sym) && !known(file) && !(fr->module && fr->module[0]) && fr->ip == 0)
         return MT_FRAME_UNKNOWN;
@@ -158,7 +163,7 @@ uint32_t mt_stack_name_frame(const struct memtrace_reader *r, uint32_t stack)
     uint32_t shown = 0, python = 0;
     for (int k = 0; k < n && !python; k++) {
         const struct memtrace_frame *fr = memtrace_reader_frame(r, ids[k]);
-        if (fr && fr->file && ends(fr->file, ".py"))
+        if (mt_frame_is_python(fr))
             python = ids[k];
         else if (!shown && mt_frame_kind(fr) == MT_FRAME_SHOWN)
             shown = ids[k];

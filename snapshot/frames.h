@@ -29,6 +29,9 @@ enum mt_frame_kind {
 /* The kind of fr (NULL: MT_FRAME_UNKNOWN). A frame of a Python file is always shown. */
 int mt_frame_kind(const struct memtrace_frame *fr);
 
+/* Whether fr is a frame of a Python file (its file ends in ".py"). */
+int mt_frame_is_python(const struct memtrace_frame *fr);
+
 /* The name of a kind ("shown", "capture", "dispatch", "interpreter", "start",
  * "unknown"), or NULL. */
 const char *mt_frame_kind_name(int kind);

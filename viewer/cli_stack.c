@@ -37,14 +37,6 @@ const char *cli_frame_text(char *buf, size_t size, const struct memtrace_frame *
 
 int cli_all_frames;
 
-/* Whether frame id is of a Python file. */
-static int python_frame(const struct memtrace_reader *r, uint32_t id)
-{
-    const struct memtrace_frame *fr = memtrace_reader_frame(r, id);
-    size_t n = fr ? strlen(fr->file) : 0;
-    return n > 3 && strcmp(fr->file + n - 3, ".py") == 0;
-}
-
 /* The frames of stack to show, innermost first: those frames.c shows (all with
  * --all-frames), the first depth of them (depth < 0: all) and then up to depth
  * Python frames more, so that a deep native stack does not hide the program's lines.
@@ -70,7 +62,7 @@ static int stack_frames(const struct memtrace_reader *r, uint32_t stack, int dep
     int kept = 0, python = 0;
     for (int k = 0; k < m; k++) {
         int keep = depth < 0 || k < depth;
-        if (!keep && python < depth && python_frame(r, ids[k])) {
+        if (!keep && python < depth && mt_frame_is_python(memtrace_reader_frame(r, ids[k]))) {
             keep = 1;
             python++;
         }
