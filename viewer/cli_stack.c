@@ -75,6 +75,26 @@ static int stack_frames(const struct memtrace_reader *r, uint32_t stack, int dep
     return kept;
 }
 
+/* "(34 frames hidden: 6 capture, 12 dispatch, 13 interpreter, 3 start; ...)": how many
+ * frames of each kind of frames.c the stack left out. */
+static void print_hidden(FILE *f, const struct memtrace_reader *r, uint32_t stack, int hidden,
+                         const char *indent)
+{
+    static uint32_t ids[MT_STACK_MAX];
+    int n = memtrace_reader_stack(r, stack, ids, MT_STACK_MAX);
+    int count[MT_FRAME_KINDS] = {0};
+    for (int k = 0; k < n && k < MT_STACK_MAX; k++)
+        count[mt_frame_kind(memtrace_reader_frame(r, ids[k]))]++;
+    fprintf(f, "%s(%d frame%s hidden:", indent, hidden, hidden == 1 ? "" : "s");
+    const char *sep = " ";
+    for (int kind = MT_FRAME_SHOWN + 1; kind < MT_FRAME_KINDS; kind++)
+        if (count[kind]) {
+            fprintf(f, "%s%d %s", sep, count[kind], mt_frame_kind_name(kind));
+            sep = ", ";
+        }
+    fprintf(f, "; --all-frames shows them)\n");
+}
+
 void cli_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, int depth,
                      const char *indent)
 {
@@ -101,10 +121,7 @@ void cli_stack_print(FILE *f, const struct memtrace_reader *r, uint32_t stack, i
     if (rest > 0)
         fprintf(f, "%s... %d more frame%s\n", indent, rest, rest == 1 ? "" : "s");
     if (hidden)
-        fprintf(f,
-                "%s(%d frame%s of stack capture, dispatch and the interpreter hidden: "
-                "--all-frames)\n",
-                indent, hidden, hidden == 1 ? "" : "s");
+        print_hidden(f, r, stack, hidden, indent);
 }
 
 json_t *cli_stack_json(const struct memtrace_reader *r, uint32_t stack, int depth)

@@ -129,9 +129,9 @@ static void text_commands(void)
                count(r.out, "_PyEval_EvalFrameDefault") + count(r.out, "_start") +
                    count(r.out, "wrap_kernel_functor") + count(r.out, "CUDACachingAllocator"),
                "%s: no interpreter, start, dispatch or allocator frame", cmds[c][0]);
-        ok(strstr(r.out, "(9 frames of stack capture, dispatch and the interpreter hidden: "
-                         "--all-frames)") != NULL,
-           "%s: says how many frames it hid", cmds[c][0]);
+        ok(strstr(r.out, "(9 frames hidden: 3 capture, 2 dispatch, 3 interpreter, 1 start; "
+                         "--all-frames shows them)") != NULL,
+           "%s: says how many frames of each kind it hid", cmds[c][0]);
         cli_free(&r);
 
         const char *all[8] = {cmds[c][0], "--all-frames", path, NULL};
@@ -150,8 +150,8 @@ static void text_commands(void)
                        "      ... 1 more frame\n"
                        "      #8  forward at /home/user/model.py:42\n"
                        "      ... 1 more frame\n"
-                       "      (9 frames of stack capture, dispatch and the interpreter hidden: "
-                       "--all-frames)\n";
+                       "      (9 frames hidden: 3 capture, 2 dispatch, 3 interpreter, 1 start; "
+                       "--all-frames shows them)\n";
     ok(strstr(r.out, want) != NULL, "peak --depth 1: one frame, then one Python line");
     if (!strstr(r.out, want))
         diag("%s", r.out);
@@ -270,7 +270,7 @@ static void diff(void)
     is_int(0, r.status, "diff exits 0");
     ok(strstr(r.out, "#8  forward at /home/user/model.py:42\n") &&
            !strstr(r.out, "_PyEval_EvalFrameDefault") &&
-           strstr(r.out, "(9 frames of stack capture, dispatch and the interpreter hidden"),
+           strstr(r.out, "(9 frames hidden: 3 capture, 2 dispatch, 3 interpreter, 1 start;"),
        "diff: the frames shown");
     cli_free(&r);
     const char *all[] = {"diff", "--all-frames", path, path2, NULL};
