@@ -50,6 +50,8 @@ struct dev {
     struct mt_addrtab pre;    /* struct pblock */
     struct mt_addrtab segs;   /* segments the trace made, live now (struct pseg) */
     struct mt_addrtab preseg; /* struct pseg */
+    void **live_sorted;       /* segs by address, made once the trace has ended */
+    size_t nlive_sorted;
 };
 
 struct mt_before {
@@ -71,6 +73,7 @@ void mt_before_free(struct mt_before *b)
         mt_addrtab_free(&b->dev[k].pre);
         mt_addrtab_free(&b->dev[k].segs);
         mt_addrtab_free(&b->dev[k].preseg);
+        free(b->dev[k].live_sorted);
     }
     free(b->dev);
     free(b);
@@ -168,17 +171,6 @@ int mt_before_event(struct mt_before *b, const struct memtrace_event *ev)
     }
 }
 
-/* Whether a segment the trace made and left live overlaps [addr, addr + size). */
-static int overlaps_live(const struct dev *d, uint64_t addr, uint64_t size)
-{
-    for (size_t i = 0; i < d->segs.cap; i++) {
-        const struct pseg *s = mt_addrtab_at(&d->segs, i);
-        if (s && s->head.key < addr + size && addr < s->head.key + s->size)
-            return 1;
-    }
-    return 0;
-}
-
 static int by_key(const void *a, const void *b)
 {
     uint64_t x = (*(const struct mt_addrtab_head *const *)a)->key;
@@ -207,17 +199,43 @@ static void **sorted(const struct mt_addrtab *t, size_t *n, int *nomem)
     return v;
 }
 
+/* Whether a segment the trace made and left live overlaps [addr, addr + size): the
+ * live one that starts last below its end must end past addr (the allocator's
+ * segments do not overlap each other; for a file where they do, the answer may be
+ * wrong, never slow). live: the live segments sorted by address. */
+static int overlaps_live(void *const *live, size_t n, uint64_t addr, uint64_t size)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (((const struct pseg *)live[mid])->head.key < addr + size)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    const struct pseg *s = live[lo - 1];
+    return s->head.key + s->size > addr;
+}
+
 int mt_before_state(struct mt_before *b, const struct memtrace_segment *final, size_t nfinal,
                     struct mt_before_state *out)
 {
     memset(out, 0, sizeof(*out));
     /* the snapshot's segments and active blocks that the trace did not make */
+    int nomem = 0;
     for (size_t i = 0; i < nfinal; i++) {
         const struct memtrace_segment *g = &final[i];
         struct dev *d = dev_of(b, g->device);
         if (!d)
             return MEMTRACE_ENOMEM;
-        if (!overlaps_live(d, g->addr, g->total_size)) {
+        if (d->live_sorted == NULL && d->segs.n) {
+            d->live_sorted = sorted(&d->segs, &d->nlive_sorted, &nomem);
+            if (nomem)
+                return MEMTRACE_ENOMEM;
+        }
+        if (!overlaps_live(d->live_sorted, d->nlive_sorted, g->addr, g->total_size)) {
             struct pseg *s = mt_addrtab_get(&d->preseg, g->addr, NULL);
             if (!s)
                 return MEMTRACE_ENOMEM;
@@ -254,7 +272,6 @@ int mt_before_state(struct mt_before *b, const struct memtrace_segment *final, s
         mt_before_state_free(out);
         return MEMTRACE_ENOMEM;
     }
-    int nomem = 0;
     for (size_t k = 0; k < b->ndev && !nomem; k++) {
         struct dev *d = &b->dev[k];
         size_t ns, nb, j = 0;
