@@ -135,11 +135,11 @@ static void folded_frame(FILE *out, const char *s)
         fputc(*s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s, out);
 }
 
-static int export_folded(const char *path, unsigned flags, FILE *out, struct mt_export_stats *st,
-                         struct memtrace_errinfo *err)
+static int export_folded(const char *path, unsigned flags, const struct mt_filter *f, FILE *out,
+                         struct mt_export_stats *st, struct memtrace_errinfo *err)
 {
     struct mt_replay *rp;
-    int rc = mt_replay_open(&rp, path, NULL, err);
+    int rc = mt_replay_open(&rp, path, f, err);
     if (rc)
         return rc;
     rc = mt_replay_run(rp);
@@ -157,10 +157,10 @@ static int export_folded(const char *path, unsigned flags, FILE *out, struct mt_
             continue;
         int depth = memtrace_reader_stack(rp->r, (uint32_t)s, frames, (int)cap);
         if ((uint32_t)depth > cap) {
-            uint32_t *f = realloc(frames, (size_t)depth * sizeof(*f));
-            if (!f)
+            uint32_t *more = realloc(frames, (size_t)depth * sizeof(*more));
+            if (!more)
                 break;
-            frames = f;
+            frames = more;
             cap = (uint32_t)depth;
             depth = memtrace_reader_stack(rp->r, (uint32_t)s, frames, (int)cap);
         }
@@ -205,48 +205,88 @@ static void csv_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static int export_csv(const char *path, FILE *out, struct mt_export_stats *st,
-                      struct memtrace_errinfo *err)
+/* Whether the event just replayed goes in a filtered CSV: inside the window; an
+ * event of a block or segment when its allocation counts under the filter (none
+ * when nothing was live at its address); any other on the filter's device, if it
+ * has one. */
+static int csv_keeps(const struct mt_replay *rp)
 {
-    struct memtrace_reader *r;
-    int rc = memtrace_reader_open(&r, path, err);
+    if (!rp->in_window)
+        return 0;
+    const struct memtrace_event *ev = &rp->ev;
+    const struct mt_live *e;
+    switch (rp->eff.kind) {
+    case MT_EFF_ALLOC:
+    case MT_EFF_PENDING:
+        e = mt_addrtab_find(&rp->blocks, ev->addr);
+        return e && e->counted;
+    case MT_EFF_SEG_ADD:
+        e = mt_addrtab_find(&rp->segs, ev->addr);
+        return e && e->counted;
+    case MT_EFF_FREE:
+    case MT_EFF_SEG_REMOVE:
+        return rp->eff.gone.counted;
+    default:
+        break;
+    }
+    switch (ev->action) {
+    case MEMTRACE_ALLOC:
+    case MEMTRACE_FREE_REQUESTED:
+    case MEMTRACE_FREE_COMPLETED:
+    case MEMTRACE_SEGMENT_ALLOC:
+    case MEMTRACE_SEGMENT_FREE:
+    case MEMTRACE_SEGMENT_MAP:
+    case MEMTRACE_SEGMENT_UNMAP:
+        return 0;
+    default:
+        return !rp->filter.has_device || ev->device == rp->filter.device;
+    }
+}
+
+static int export_csv(const char *path, const struct mt_filter *f, FILE *out,
+                      struct mt_export_stats *st, struct memtrace_errinfo *err)
+{
+    struct mt_replay *rp;
+    int rc = mt_replay_open(&rp, path, f, err);
     if (rc)
         return rc;
     fputs("index,time_ns,action,device,stream,addr,size,requested_size,pool,tid,stack,"
           "category,source,aux\n",
           out);
-    struct memtrace_event ev;
-    while ((rc = memtrace_reader_next(r, &ev)) == 1) {
-        const char *a = memtrace_action_name(ev.action);
+    while ((rc = mt_replay_next(rp)) == 1) {
+        const struct memtrace_event *ev = &rp->ev;
+        if (f && !csv_keeps(rp))
+            continue;
+        const char *a = memtrace_action_name(ev->action);
         char abuf[16];
         if (!a) {
-            snprintf(abuf, sizeof(abuf), "%u", ev.action);
+            snprintf(abuf, sizeof(abuf), "%u", ev->action);
             a = abuf;
         }
         fprintf(out,
                 "%" PRIu64 ",%" PRIu64 ",%s,%" PRId32 ",%" PRIu64 ",0x%" PRIx64 ",%" PRIu64
                 ",%" PRIu64 ",%" PRId32 ",%" PRIu32 ",%" PRIu32 ",",
-                st->events, ev.time_ns, a, ev.device, ev.stream, ev.addr, ev.size,
-                ev.requested_size, ev.pool, ev.tid, ev.stack);
-        csv_str(out, memtrace_reader_string(r, ev.category));
+                rp->index, ev->time_ns, a, ev->device, ev->stream, ev->addr, ev->size,
+                ev->requested_size, ev->pool, ev->tid, ev->stack);
+        csv_str(out, memtrace_reader_string(rp->r, ev->category));
         fputc(',', out);
-        csv_str(out, memtrace_reader_string(r, ev.source));
-        fprintf(out, ",%" PRIu64 "\n", ev.aux);
-        st->events++;
+        csv_str(out, memtrace_reader_string(rp->r, ev->source));
+        fprintf(out, ",%" PRIu64 "\n", ev->aux);
         st->written++;
     }
+    st->events = rp->events;
     if (rc < 0) {
-        rc = mt_export_reader_failed(r, path, rc, err);
-        memtrace_reader_close(r);
+        rc = mt_export_reader_failed(rp->r, path, rc, err);
+        mt_replay_close(rp);
         return rc;
     }
-    st->truncated = memtrace_reader_truncated(r);
-    memtrace_reader_close(r);
+    st->truncated = mt_replay_truncated(rp);
+    mt_replay_close(rp);
     return out_failed(out, path, err);
 }
 
-int mt_export(const char *path, int format, unsigned flags, FILE *out, struct mt_export_stats *st,
-              struct memtrace_errinfo *err)
+int mt_export(const char *path, int format, unsigned flags, const struct mt_filter *f, FILE *out,
+              struct mt_export_stats *st, struct memtrace_errinfo *err)
 {
     struct mt_export_stats s0;
     struct memtrace_errinfo e0;
@@ -260,19 +300,25 @@ int mt_export(const char *path, int format, unsigned flags, FILE *out, struct mt
     switch (format) {
     case MT_EXPORT_PYTORCH_PICKLE:
     case MT_EXPORT_PYTORCH_JSON:
+        if (f) {
+            err->code = rc = MEMTRACE_EINVAL;
+            snprintf(err->text, sizeof(err->text),
+                     "a PyTorch snapshot is exported whole: no filter or window");
+            break;
+        }
         rc = mt_export_pytorch(path, format == MT_EXPORT_PYTORCH_PICKLE, out, st, err);
         break;
     case MT_EXPORT_PERFETTO:
-        rc = mt_export_perfetto(path, out, st, err);
+        rc = mt_export_perfetto(path, f, out, st, err);
         break;
     case MT_EXPORT_SPEEDSCOPE:
-        rc = mt_export_speedscope(path, flags, out, st, err);
+        rc = mt_export_speedscope(path, flags, f, out, st, err);
         break;
     case MT_EXPORT_FOLDED:
-        rc = export_folded(path, flags, out, st, err);
+        rc = export_folded(path, flags, f, out, st, err);
         break;
     case MT_EXPORT_CSV:
-        rc = export_csv(path, out, st, err);
+        rc = export_csv(path, f, out, st, err);
         break;
     default:
         err->code = rc = MEMTRACE_EINVAL;

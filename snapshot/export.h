@@ -41,19 +41,23 @@ struct mt_export_stats {
     1u /* folded, speedscope: every frame, not only those shown                                    \
           (frames.h); the other formats carry them all anyway */
 
-/* Exports the .memtrace file at path to out in format. Returns 0, or a negative
- * MEMTRACE_E* code with err->text one line naming the file and the problem
+struct mt_filter;
+
+/* Exports the .memtrace file at path to out in format. A filter f (NULL: none) keeps
+ * the allocations it chooses and the window it bounds, as the analysis commands do
+ * (docs/memtrace.1); the PyTorch formats take none (MEMTRACE_EINVAL). Returns 0, or a
+ * negative MEMTRACE_E* code with err->text one line naming the file and the problem
  * (MEMTRACE_EIO: out could not be written). */
-int mt_export(const char *path, int format, unsigned flags, FILE *out, struct mt_export_stats *st,
-              struct memtrace_errinfo *err);
+int mt_export(const char *path, int format, unsigned flags, const struct mt_filter *f, FILE *out,
+              struct mt_export_stats *st, struct memtrace_errinfo *err);
 
 /* Parts shared by the exporters (export.c). */
 int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_stats *st,
                       struct memtrace_errinfo *err);
-int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
-                       struct memtrace_errinfo *err);
-int mt_export_speedscope(const char *path, unsigned flags, FILE *out, struct mt_export_stats *st,
-                         struct memtrace_errinfo *err);
+int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
+                       struct mt_export_stats *st, struct memtrace_errinfo *err);
+int mt_export_speedscope(const char *path, unsigned flags, const struct mt_filter *f, FILE *out,
+                         struct mt_export_stats *st, struct memtrace_errinfo *err);
 /* A frame's name and file as the exports show them: the symbol, else
  * "module+0xOFFSET", else "0xIP" when the frame has an address, else ""; the file,
  * else the module. */

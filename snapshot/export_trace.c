@@ -288,7 +288,6 @@ struct pf {
     uint64_t written;
     char **names; /* block slices' names by stack id, made at first use */
     size_t nnames;
-    struct memtrace_reader *r;
 };
 
 /* The name of a block slice of stack: its stack's naming frame (frames.h), a Python
@@ -411,23 +410,42 @@ static void counter(struct pf *p, const struct mt_replay *rp, int32_t device, ui
     ob_lit(o, "}}");
 }
 
-/* A block live before the first event (docs/REPLAY.md, rule 0) begins its slice at
- * the first event, where the replay makes it live. */
-static void initial_slice(void *ctx, const struct mt_live *e, int is_seg)
+/* At the first event inside the window (the first event when there is none): the
+ * slices of the blocks live before it begin there, those of the state before the
+ * first event (docs/REPLAY.md, rule 0) and those made before --from; a block this
+ * event frees or replaces was live before it too. Blocks the filter leaves out get
+ * no slice. */
+static void open_window(struct pf *p, struct mt_replay *rp)
 {
-    struct pf *p = ctx;
-    if (is_seg)
-        return;
-    p->t0 = e->time;
-    if (name_device(p, e->device) == 0)
-        slice(p, p->r, 'b', e, e->time);
+    const struct memtrace_event *ev = &rp->ev;
+    int made = rp->eff.kind == MT_EFF_ALLOC, begun = 0;
+    for (size_t i = 0; i < rp->blocks.cap; i++) {
+        const struct mt_live *b = mt_addrtab_at(&rp->blocks, i);
+        if (b && b->counted && !(made && b->head.key == ev->addr) &&
+            name_device(p, b->device) == 0) {
+            slice(p, rp->r, 'b', b, ev->time_ns);
+            begun++;
+        }
+    }
+    const struct mt_live *g = &rp->eff.gone;
+    if ((rp->eff.kind == MT_EFF_FREE || (made && rp->eff.replaced)) && g->counted &&
+        name_device(p, g->device) == 0) {
+        slice(p, rp->r, 'b', g, ev->time_ns);
+        begun++;
+    }
+    /* the levels where the window starts, unless it starts with the file and nothing
+     * was live before (a state before the first event is what was) */
+    if (begun || rp->index > 0 || memtrace_reader_segment_count(rp->r) > 0)
+        for (size_t k = 0; k < rp->ndev; k++)
+            if (name_device(p, rp->dev[k].device) == 0)
+                counter(p, rp, rp->dev[k].device, ev->time_ns);
 }
 
-int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
-                       struct memtrace_errinfo *err)
+int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
+                       struct mt_export_stats *st, struct memtrace_errinfo *err)
 {
     struct mt_replay *rp;
-    int rc = mt_replay_open(&rp, path, NULL, err);
+    int rc = mt_replay_open(&rp, path, f, err);
     if (rc)
         return rc;
     struct pf p;
@@ -443,31 +461,36 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
     ob_lit(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"memtrace\"},"
               "\"traceEvents\":[");
     uint64_t tlast = 0;
-    p.r = rp->r;
-    rp->on_initial = initial_slice;
-    rp->on_initial_ctx = &p;
+    int opened = 0;
     while ((rc = mt_replay_next(rp)) == 1) {
         const struct memtrace_event *ev = &rp->ev;
         if (rp->events == 1)
             p.t0 = ev->time_ns;
+        if (!rp->in_window)
+            continue;
         tlast = ev->time_ns > tlast ? ev->time_ns : tlast;
         if (name_device(&p, ev->device) != 0) {
             rc = MEMTRACE_ENOMEM;
             break;
         }
+        if (!opened) {
+            open_window(&p, rp);
+            opened = 1;
+        }
         int levels = 0;
         switch (rp->eff.kind) {
         case MT_EFF_ALLOC: {
-            if (rp->eff.replaced)
+            if (rp->eff.replaced && rp->eff.gone.counted)
                 slice(&p, rp->r, 'e', &rp->eff.gone, ev->time_ns);
             const struct mt_live *b = mt_addrtab_find(&rp->blocks, ev->addr);
-            if (b)
+            if (b && b->counted)
                 slice(&p, rp->r, 'b', b, ev->time_ns);
             levels = 1;
             break;
         }
         case MT_EFF_FREE:
-            slice(&p, rp->r, 'e', &rp->eff.gone, ev->time_ns);
+            if (rp->eff.gone.counted)
+                slice(&p, rp->r, 'e', &rp->eff.gone, ev->time_ns);
             levels = 1;
             break;
         case MT_EFF_SEG_ADD:
@@ -521,9 +544,9 @@ int mt_export_perfetto(const char *path, FILE *out, struct mt_export_stats *st,
         goto out;
     }
     st->truncated = mt_replay_truncated(rp);
-    for (size_t i = 0; i < rp->blocks.cap; i++) {
+    for (size_t i = 0; opened && i < rp->blocks.cap; i++) {
         const struct mt_live *b = mt_addrtab_at(&rp->blocks, i);
-        if (b)
+        if (b && b->counted)
             slice(&p, rp->r, 'e', b, tlast);
     }
     ob_lit(o, "\n]}\n");
@@ -594,11 +617,11 @@ static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_pe
     fputs("]}", out);
 }
 
-int mt_export_speedscope(const char *path, unsigned flags, FILE *out, struct mt_export_stats *st,
-                         struct memtrace_errinfo *err)
+int mt_export_speedscope(const char *path, unsigned flags, const struct mt_filter *f, FILE *out,
+                         struct mt_export_stats *st, struct memtrace_errinfo *err)
 {
     struct mt_replay *rp;
-    int rc = mt_replay_open(&rp, path, NULL, err);
+    int rc = mt_replay_open(&rp, path, f, err);
     if (rc)
         return rc;
     rc = mt_replay_run(rp);

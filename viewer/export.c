@@ -12,6 +12,7 @@
 static const char *format;
 static const char *output;
 static int force;
+static struct cli_filter_opts fo;
 
 static const struct cli_opt export_opts[] = {
     CLI_OPTION_STRING('f', "format", &format, "FMT",
@@ -19,12 +20,14 @@ static const struct cli_opt export_opts[] = {
     CLI_OPTION_STRING('o', "output", &output, "OUT", "write to OUT instead of standard output"),
     CLI_OPTION_BOOL(0, "force", &force, "replace OUT if it exists (never through a link)"),
     CLI_FRAMES_OPTION,
+    CLI_FILTER_OPTIONS(&fo),
     CLI_OPTION_END,
 };
 
 static const struct cli_help export_help = {
     "export",
-    "memtrace export --format FMT [-o OUT [--force]] [--all-frames] FILE",
+    "memtrace export --format FMT [-o OUT [--force]] [--all-frames] [--device N]\n"
+    "       [--stream S] [--min-size SIZE] [--category NAME] [--from WHEN] [--to WHEN] FILE",
     "Writes a .memtrace file in another tool's format, reading it as a stream:\n"
     "  pytorch-pickle  PyTorch's memory snapshot, pickled (protocol 4): opens in\n"
     "                  MemoryViz (pytorch.org/memory_viz) and torch/cuda/_memory_viz.py\n"
@@ -41,6 +44,10 @@ static const struct cli_help export_help = {
     "Folded stacks and speedscope leave out the frames that peak hides (stack capture,\n"
     "the allocator, operator dispatch, the Python interpreter, thread start) unless\n"
     "--all-frames; the PyTorch snapshots and CSV carry every frame.\n"
+    "The filters and --from/--to choose allocations and a window as for peak (a\n"
+    "Perfetto trace of the window begins with the blocks live at its start; CSV keeps\n"
+    "the window's events of the allocations that count); a PyTorch snapshot is\n"
+    "exported whole.\n"
     "PyTorch snapshots hold device memory only: host-memory and counter events are\n"
     "left out (the count is reported); docs/PYTORCH.md has the mapping.",
     export_opts,
@@ -66,13 +73,23 @@ int cli_cmd_export(int argc, char **argv)
     if (npos != 1)
         return cli_usage_error("export",
                                npos ? "'export' takes one FILE" : "'export' needs a FILE");
+    struct mt_filter f;
+    if ((rc = cli_filter_from_opts("export", &fo, &f)) != 0)
+        return rc;
+    int filtered = fo.device || fo.stream || fo.category || fo.min_size ||
+                   fo.from.kind != MT_POINT_NONE || fo.to.kind != MT_POINT_NONE;
+    if (filtered && (fmt == MT_EXPORT_PYTORCH_PICKLE || fmt == MT_EXPORT_PYTORCH_JSON))
+        return cli_usage_error("export",
+                               "a PyTorch snapshot is exported whole: the filters and "
+                               "--from/--to apply to perfetto, speedscope, folded and csv");
     FILE *out = stdout;
     int to_file = output && strcmp(output, "-") != 0;
     if (to_file && !(out = cli_create_output(output, force)))
         return CLI_EXIT_FAIL;
     struct mt_export_stats st;
     struct memtrace_errinfo err;
-    rc = mt_export(pos[0], fmt, cli_all_frames ? MT_EXPORT_ALL_FRAMES : 0, out, &st, &err);
+    rc = mt_export(pos[0], fmt, cli_all_frames ? MT_EXPORT_ALL_FRAMES : 0, filtered ? &f : NULL,
+                   out, &st, &err);
     if (to_file && fclose(out) != 0 && rc == 0) {
         err.code = rc = MEMTRACE_EIO;
         snprintf(err.text, sizeof(err.text), "cannot write %s: %s", output, strerror(errno));

@@ -215,9 +215,68 @@ static void check_speedscope(const char *path)
     json_decref(j);
 }
 
+/* Perfetto slices begun and ended, and begun at ts 3.000 (the known file's event 3,
+ * 3 us after its first event). */
+static void count_slices(const char *text, int *b, int *e, int *b_at3)
+{
+    *b = *e = *b_at3 = 0;
+    json_t *j = json_loads(text, 0, NULL);
+    json_t *evs = json_object_get(j, "traceEvents");
+    for (size_t k = 0; k < json_array_size(evs); k++) {
+        json_t *x = json_array_get(evs, k);
+        const char *ph = json_string_value(json_object_get(x, "ph"));
+        if (ph && strcmp(ph, "b") == 0) {
+            (*b)++;
+            *b_at3 += json_real_value(json_object_get(x, "ts")) == 3.0;
+        }
+        *e += ph && strcmp(ph, "e") == 0;
+    }
+    json_decref(j);
+}
+
+/* The filters and window of the analysis commands, on the exports that take them. */
+static void windows(const char *file)
+{
+    const char *csv_win[] = {"export", "--format", "csv", "--from", "#2", "--to", "#6", file, NULL};
+    struct cli_out r = cli_run(csv_win);
+    ok(r.status == 0 && cli_lines(r.out) == 6 && strncmp(strchr(r.out, '\n') + 1, "2,", 2) == 0 &&
+           strstr(r.out, "\n6,") && !strstr(r.out, "\n7,"),
+       "csv --from #2 --to #6: the header and events 2 to 6");
+    cli_free(&r);
+    const char *csv_dev[] = {"export", "--format", "csv", "--device", "1", file, NULL};
+    r = cli_run(csv_dev);
+    /* device 1: its segment_alloc (3), alloc (4) and oom (11) */
+    ok(r.status == 0 && cli_lines(r.out) == 4 && strstr(r.out, "\n3,") && strstr(r.out, "\n4,") &&
+           strstr(r.out, "\n11,"),
+       "csv --device 1: the 3 events of device 1");
+    cli_free(&r);
+
+    const char *pf_from[] = {"export", "--format", "perfetto", "--from", "#3", file, NULL};
+    r = cli_run(pf_from);
+    int b, e, at3;
+    count_slices(r.out, &b, &e, &at3);
+    /* live at event 3: the two blocks of device 0, begun there; then the allocs of 4
+     * and 9; ended: the free of 6 and the 3 blocks live at the end */
+    ok(r.status == 0 && b == 4 && e == 4 && at3 == 2,
+       "perfetto --from #3: the blocks live at the window's start begin there (%d %d %d)", b, e,
+       at3);
+    cli_free(&r);
+    const char *pf_dev[] = {"export", "--format", "perfetto", "--device", "0", file, NULL};
+    r = cli_run(pf_dev);
+    count_slices(r.out, &b, &e, &at3);
+    ok(r.status == 0 && b == 2 && e == 2, "perfetto --device 0: the 2 blocks of device 0");
+    cli_free(&r);
+
+    const char *pt[] = {"export", "--format", "pytorch-pickle", "--from", "#3", file, NULL};
+    r = cli_run(pt);
+    ok(r.status == 2 && strstr(r.err, "a PyTorch snapshot is exported whole") && !r.out[0],
+       "pytorch-pickle with a window: a usage error, nothing written");
+    cli_free(&r);
+}
+
 int main(void)
 {
-    plan(36);
+    plan(41);
     cli_scratch();
     char *file = strdup(cli_path("known.memtrace"));
     write_known(file);
@@ -279,6 +338,7 @@ int main(void)
     is_int(1, cli_lines(r.err), "with one line on stderr");
     cli_free(&r);
     no_state(cli_path("nostate.memtrace"), cli_path("nostate.json"));
+    windows(file);
     free(file);
     return exit_status();
 }
