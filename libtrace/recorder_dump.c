@@ -5,6 +5,7 @@
 
 #include "recorder_impl.h"
 
+#include "before.h"
 #include "memtrace.h"
 #include "writer.h"
 
@@ -14,6 +15,26 @@
 #include <unistd.h>
 
 #define DUMP_CHUNK_EVENTS 65536u
+
+/* The state of what was live before the first of the n events ev, found from them
+ * and the state fin as an import finds it (snapshot/before.c), written when
+ * there is one. 0 or MEMTRACE_E*. */
+static int write_before(struct mt_writer *w, const struct memtrace_event *ev, size_t n,
+                        const struct mt_state_now *fin)
+{
+    struct mt_before *b = mt_before_new();
+    struct mt_before_state pre = {0};
+    int rc = b ? 0 : MEMTRACE_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = mt_before_event(b, &ev[i]);
+    if (rc == 0)
+        rc = mt_before_state(b, fin->segs, fin->n, &pre);
+    if (rc == 0 && pre.nsegs)
+        rc = mt_writer_state(w, ev[0].time_ns, pre.segs, pre.nsegs);
+    mt_before_state_free(&pre);
+    mt_before_free(b);
+    return rc;
+}
 
 int memtrace_dump_snapshot(const char *path)
 {
@@ -29,6 +50,8 @@ int memtrace_dump_snapshot(const char *path)
     struct memtrace_event *ev = NULL;
     size_t n = 0;
     struct mt_table_marks marks = {0};
+    struct mt_state_now fin = {0};
+    int have_fin = 0;
     char *m = NULL, *end = NULL;
     int rc = mt_writer_open(&w, path, MT_WRITER_ATOMIC | mt_output_flags());
     if (rc != 0)
@@ -37,6 +60,11 @@ int memtrace_dump_snapshot(const char *path)
     rc = m ? mt_writer_meta(w, m) : MEMTRACE_ENOMEM;
     if (rc != 0)
         goto out;
+    /* The state first: a block it holds that the history does not show allocated was
+     * live before the history's first event (docs/REPLAY.md, rule 0). */
+    if ((rc = mt_state_now(&fin)) != 0)
+        goto out;
+    have_fin = 1;
     mt_rlock();
     ev = mt_ring_copy(&n);
     mt_runlock();
@@ -45,10 +73,14 @@ int memtrace_dump_snapshot(const char *path)
         goto out;
     }
     rc = mt_tables_write(w, &marks);
+    if (rc == 0 && n > 0)
+        rc = write_before(w, ev, n, &fin);
     for (size_t i = 0; rc == 0 && i < n; i += DUMP_CHUNK_EVENTS)
         rc = mt_writer_events(w, ev + i, n - i < DUMP_CHUNK_EVENTS ? n - i : DUMP_CHUNK_EVENTS);
     if (rc == 0)
-        rc = mt_state_write(w, &marks);
+        rc = mt_tables_write(w, &marks);
+    if (rc == 0)
+        rc = mt_writer_state(w, fin.time_ns, fin.segs, fin.n);
     end = mt_meta_end_json();
     if (rc == 0 && end == NULL)
         rc = MEMTRACE_ENOMEM;
@@ -61,6 +93,8 @@ out:
     if (w != NULL)
         mt_writer_abort(w);
     int e = errno;
+    if (have_fin)
+        mt_state_now_free(&fin);
     free(ev);
     free(m);
     free(end);

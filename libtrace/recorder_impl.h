@@ -145,6 +145,17 @@ MTX_HIDDEN void mt_frames_atfork_child(void);
  * called without the lock. */
 MTX_HIDDEN int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks);
 
+/* The providers' state collected now, to write later (a dump needs it before the
+ * events: what was live before the first one). */
+struct mt_state_now {
+    struct memtrace_segment *segs; /* each one's blocks its own allocation */
+    size_t n;
+    uint64_t time_ns;
+};
+/* Called without the lock. 0 or MEMTRACE_ENOMEM (nothing to free then). */
+MTX_HIDDEN int mt_state_now(struct mt_state_now *s);
+MTX_HIDDEN void mt_state_now_free(struct mt_state_now *s);
+
 /* ---- the stream (recorder_stream.c) ---- */
 
 /* Opens path and starts the writer thread; called without the lock. */

@@ -111,6 +111,28 @@ int memtrace_state_provider_remove(int handle)
     return rc;
 }
 
+int mt_state_now(struct mt_state_now *s)
+{
+    struct state_buf sb;
+    s->time_ns = mtx_now_ns();
+    state_collect(&sb);
+    if (sb.failed) {
+        state_free(&sb);
+        memset(s, 0, sizeof(*s));
+        return MEMTRACE_ENOMEM;
+    }
+    s->segs = sb.segs;
+    s->n = sb.n;
+    return 0;
+}
+
+void mt_state_now_free(struct mt_state_now *s)
+{
+    struct state_buf sb = {.segs = s->segs, .n = s->n};
+    state_free(&sb);
+    memset(s, 0, sizeof(*s));
+}
+
 int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks)
 {
     struct state_buf sb;

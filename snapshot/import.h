@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "before.h"
 #include "memtrace_snapshot.h"
 #include "writer.h"
 
@@ -46,29 +47,6 @@ uint32_t mt_intern_stack(struct mt_intern *in, uint32_t parent, uint32_t frame);
 /* Writes the entries interned since the last flush. 0 or the writer's error;
  * MEMTRACE_ENOMEM if interning ran out of memory. */
 int mt_intern_flush(struct mt_intern *in, struct mt_writer *w);
-
-/* What a snapshot's trace shows was live before it began (import_before.c): fed the
- * trace's events in order, then the snapshot's final segments, it gives the state to
- * write before the first event (docs/REPLAY.md, rule 0). */
-struct mt_before;
-struct mt_before_state {
-    struct memtrace_segment *segs; /* by device, then address; blocks point into blocks */
-    size_t nsegs;
-    struct memtrace_block *blocks;
-    size_t nblocks;
-    uint64_t live_blocks; /* blocks in segs */
-    uint64_t dropped;     /* blocks live before the trace that lie in none of segs */
-};
-/* NULL when out of memory. */
-struct mt_before *mt_before_new(void);
-void mt_before_free(struct mt_before *b);
-/* 0 or MEMTRACE_ENOMEM. */
-int mt_before_event(struct mt_before *b, const struct memtrace_event *ev);
-/* The state into *out (nsegs 0: nothing was live before); the caller frees it with
- * mt_before_state_free. 0 or MEMTRACE_ENOMEM. */
-int mt_before_state(struct mt_before *b, const struct memtrace_segment *final, size_t nfinal,
-                    struct mt_before_state *out);
-void mt_before_state_free(struct mt_before_state *s);
 
 /* What an import found, for the caller's report. */
 struct mt_import_stats {

@@ -461,6 +461,72 @@ static void test_stream_and_dump(void)
     unlink(dump);
 }
 
+/* The allocator's state at a dump: a segment at 0x20000 whose blocks A, B (allocated
+ * before the ring's history), E and F (in it) are live. */
+static void provide_before(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
+{
+    (void)ctx;
+    struct memtrace_block blocks[5] = {
+        {.addr = 0x20000, .size = 512, .state = MEMTRACE_BLOCK_ACTIVE_ALLOCATED},
+        {.addr = 0x20200, .size = 512, .state = MEMTRACE_BLOCK_ACTIVE_ALLOCATED},
+        {.addr = 0x20400, .size = 512, .state = MEMTRACE_BLOCK_ACTIVE_ALLOCATED},
+        {.addr = 0x20600, .size = 512, .state = MEMTRACE_BLOCK_ACTIVE_ALLOCATED},
+        {.addr = 0x20800, .size = 6144, .state = MEMTRACE_BLOCK_INACTIVE},
+    };
+    struct memtrace_segment seg = {
+        .addr = 0x20000, .total_size = 8192, .pool = 1, .nblocks = 5, .blocks = blocks};
+    sink(sink_ctx, &seg);
+}
+
+/* A dump whose ring lost its first events holds, before its first event, the state
+ * of what was live then (docs/REPLAY.md, rule 0): A and B, which the state holds and
+ * the history never allocated, and D, which the history frees. */
+static void test_dump_before(void)
+{
+    char dump[] = "/tmp/recorder-t-before-XXXXXX";
+    close(mkstemp(dump));
+    unlink(dump);
+    int h = memtrace_state_provider_add(provide_before, NULL);
+    start(4, MEMTRACE_CONTEXT_NONE, NULL);
+    /* A B C, free C, D E F, free D; the ring keeps E, F, free D and the dump's marker */
+    static const struct {
+        int action;
+        uint64_t addr;
+    } seq[8] = {{MEMTRACE_ALLOC, 0x20000}, {MEMTRACE_ALLOC, 0x20200},
+                {MEMTRACE_ALLOC, 0x20800}, {MEMTRACE_FREE_COMPLETED, 0x20800},
+                {MEMTRACE_ALLOC, 0x20800}, {MEMTRACE_ALLOC, 0x20400},
+                {MEMTRACE_ALLOC, 0x20600}, {MEMTRACE_FREE_COMPLETED, 0x20800}};
+    for (int i = 0; i < 8; i++) {
+        struct memtrace_event ev = {
+            .action = (uint8_t)seq[i].action, .addr = seq[i].addr, .size = 512};
+        memtrace_record_event(&ev);
+    }
+    is_int(0, memtrace_dump_snapshot(dump), "dump before: written");
+    memtrace_record_history(NULL);
+    memtrace_state_provider_remove(h);
+    struct memtrace_reader *r;
+    if (memtrace_reader_open(&r, dump, NULL) != 0) {
+        ok(0, "dump before: opens");
+        skip(2, "file did not open");
+        return;
+    }
+    struct memtrace_event ev;
+    int first = memtrace_reader_next(r, &ev);
+    const struct memtrace_segment *g = memtrace_reader_segment(r, 0);
+    ok(first == 1 && ev.action == MEMTRACE_ALLOC && ev.addr == 0x20400 &&
+           memtrace_reader_segment_count(r) == 1 && g && g->nblocks == 3 &&
+           g->blocks[0].addr == 0x20000 && g->blocks[1].addr == 0x20200 &&
+           g->blocks[2].addr == 0x20800,
+       "dump before: the state before the first kept event holds A, B and D");
+    size_t n = 1;
+    while (memtrace_reader_next(r, &ev) == 1)
+        n++;
+    g = memtrace_reader_segment(r, 0);
+    ok(n == 4 && g && g->nblocks == 5, "dump before: the 4 kept events, then the state at the end");
+    memtrace_reader_close(r);
+    unlink(dump);
+}
+
 /* A device name that is not UTF-8 (Latin-1 here) is kept in the metadata, escaped;
  * jansson refuses such a string, and registering it used to fail with ENOMEM. */
 static void test_meta_strings(void)
@@ -534,7 +600,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(80);
+    plan(83);
     test_threads();
     test_ring();
     test_ring_edges();
@@ -544,6 +610,7 @@ int main(void)
     test_batch();
     test_with();
     test_stream_and_dump();
+    test_dump_before();
     test_meta_strings();
     test_fork();
     return exit_status();

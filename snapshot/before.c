@@ -1,10 +1,11 @@
-/* import_before.c: what a PyTorch snapshot's trace shows was live before it began.
+/* before.c: what a trace shows was live before it began (see before.h).
  *
  * PyTorch keeps the last N trace entries (max_entries) but lists every segment and
- * block in the snapshot, so a trace usually begins with memory in use: frees of
- * blocks it never saw allocated, segments it never saw made. A .memtrace file says
- * so with a state chunk before its first event (docs/REPLAY.md, rule 0); this module
- * finds that state, as MemoryViz finds its "initially allocated" elements:
+ * block in the snapshot, and so does memtrace's dump of its ring; so a trace usually
+ * begins with memory in use: frees of blocks it never saw allocated, segments it
+ * never saw made. A .memtrace file says so with a state chunk before its first event
+ * (docs/REPLAY.md, rule 0); this module finds that state, as MemoryViz finds its
+ * "initially allocated" elements:
  *
  * - walking the trace, a free_requested or free_completed of a block no alloc made
  *   (and not found before) was live before the trace, with the free's size and
@@ -19,7 +20,7 @@
  * counted and left out. Memory grows with live blocks and segments, as the replay's. */
 #include "config.h"
 
-#include "import.h"
+#include "before.h"
 
 #include <stdlib.h>
 #include <string.h>
