@@ -68,7 +68,11 @@
      * {frames, where (each one's index in the whole stack), hidden}; every frame when
      * "all frames" is ticked. */
     function visible(frames) {
-        return allFrames() ? { frames, where: frames.map((f, k) => k), hidden: 0 } : Format.shownFrames(frames);
+        if (allFrames())
+            return { frames, where: frames.map((f, k) => k), hidden: 0 };
+        const v = Format.shownFrames(frames);
+        v.kinds = v.hidden ? Format.hiddenKinds(frames) : '';
+        return v;
     }
     /* The frame that names a stack in one line: its innermost frame with "all
      * frames", else its innermost Python frame or innermost shown frame. */
@@ -93,8 +97,8 @@
         if (v.frames.length > listed)
             moreFrames(box, v.frames.length - listed);
         if (v.hidden)
-            box.appendChild(el('div', `${v.hidden} frame${v.hidden === 1 ? '' : 's'} hidden (stack capture, allocator, ` +
-                'dispatch, interpreter, thread start): tick "all frames" to see them', 'frames-hidden'));
+            box.appendChild(el('div', `${v.hidden} frame${v.hidden === 1 ? '' : 's'} hidden: ${v.kinds}; ` +
+                'tick "all frames" to see them', 'frames-hidden'));
     }
     /* A stack in a table cell, as the CLI's --depth N lists it: the first N frames
      * shown, then up to N Python frames past them, so that a deep native stack does

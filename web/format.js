@@ -770,6 +770,18 @@ function memtraceFormatFactory() {
         return { frames: kept, where, hidden: frames.length - kept.length };
     }
 
+    /* "6 capture, 10 dispatch, ...": how many frames of each kind frameKind hides, in
+     * the order of the CLI's line (viewer/cli_stack.c); "" when none. */
+    function hiddenKinds(frames) {
+        const count = new Map(['capture', 'dispatch', 'interpreter', 'start', 'unknown'].map((k) => [k, 0]));
+        for (const f of frames) {
+            const k = frameKind(f);
+            if (count.has(k))
+                count.set(k, count.get(k) + 1);
+        }
+        return [...count].filter(([, n]) => n).map(([k, n]) => `${n} ${k}`).join(', ');
+    }
+
     /* The frame that names a stack in one line: its innermost Python frame, else its
      * innermost shown frame, else its innermost frame; null for an empty stack. */
     function nameFrame(frames) {
@@ -781,7 +793,7 @@ function memtraceFormatFactory() {
         return bytes.length >= 8 && textDecoder.decode(bytes.subarray(0, 8)) === 'MEMTRACE';
     }
 
-    return { read, crc32, predictKey, stackFrames, frameKind, shownFrames, nameFrame, isMemtrace,
+    return { read, crc32, predictKey, stackFrames, frameKind, shownFrames, hiddenKinds, nameFrame, isMemtrace,
         FormatError, ACTIONS };
 }
 

@@ -14,7 +14,7 @@ function frame(symbol, file, line = 0, module = '', ip = 0) {
 
 try {
     const { cases } = JSON.parse(readFileSync(join(srcdir, 'tests', 'snapshot', 'frames-cases.json'), 'utf8'));
-    plan(cases.length + 9);
+    plan(cases.length + 10);
     for (const c of cases) {
         const what = `${c.symbol || '(no symbol)'} in ${c.file || '(no file)'}${c.module ? ' of ' + c.module : ''}` +
             `${c.ip ? ' at 0x' + c.ip.toString(16) : ''}`;
@@ -45,6 +45,12 @@ try {
         'torch::autograd::THPVariable_ones_like(_object*, _object*, _object*)', 'forward', '<module>'],
     'shownFrames: a PyTorch stack keeps the kernel, the binding and the two Python frames, in order');
     is([s.where, s.hidden], [[3, 6, 9, 11], 11], 'shownFrames: their places in the whole stack, 11 of 15 hidden');
+    is([Format.hiddenKinds(torch), Format.hiddenKinds(torch.slice(3, 4))],
+        [`${torch.filter((f) => Format.frameKind(f) === 'capture').length} capture, ` +
+            `${torch.filter((f) => Format.frameKind(f) === 'dispatch').length} dispatch, ` +
+            `${torch.filter((f) => Format.frameKind(f) === 'interpreter').length} interpreter, ` +
+            `${torch.filter((f) => Format.frameKind(f) === 'start').length} start`, ''],
+        'hiddenKinds: the hidden frames by kind, in the CLI\'s order; none: empty');
     is(Format.nameFrame(torch), torch[9], 'nameFrame: the innermost Python frame names it, not the innermost shown one');
 
     const hidden = torch.slice(0, 3);

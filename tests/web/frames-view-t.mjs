@@ -61,8 +61,8 @@ try {
     is([rows[0].stack, rows[0].hidden, rows[0].lines.length, rows[0].lines[0].split('<')[0]],
         ['50', '34', 14, '#6 at::TensorBase at::detail::_empty_strided_generic'],
         'peak table: stack 50 starts at frame #6, the kernel that allocated, 34 frames hidden');
-    is(rows[0].notes, ['... 2 more frames', '34 frames hidden (stack capture, allocator, dispatch, interpreter, ' +
-        'thread start): tick "all frames" to see them'], 'peak table: stack 50 says how many frames are hidden and how to see them');
+    is(rows[0].notes, ['... 2 more frames', '34 frames hidden: 6 capture, 10 dispatch, 14 interpreter, 3 start, ' +
+        '1 unknown; tick "all frames" to see them'], 'peak table: stack 50 says how many frames of each kind are hidden, as the CLI');
     is(rows[0].lines.map((l) => l.split(' ')[0]), ['#6', '#7', '#8', '#9', '#10', '#15', '#16', '#17', '#22', '#24', '#25', '#27',
         '#31', '#35'], 'peak table: frames numbered by their place in the whole stack, as memtrace peak numbers them');
     /* Past the first 12, the program's Python frames, after the frames between. */
@@ -109,7 +109,7 @@ try {
     await page.waitForTimeout(300);
     let tip = await hover();
     ok(/frames, innermost first/.test(tip) && /\n#\d+ \S/.test(tip) && !tip.includes(UNWIND) &&
-        /\d+ frames hidden \(.*\): tick "all frames" to see them/.test(tip),
+        /\d+ frames hidden: \d+ capture.*; tick "all frames" to see them/.test(tip),
     'a block\'s tooltip: its stack without the unwinder, and how many frames are hidden', tip.slice(0, 2000));
 
     await page.check('#all-frames');
@@ -159,8 +159,7 @@ try {
     await page.waitForTimeout(150);
     const compare = () => page.evaluate(() => Array.from(document.querySelectorAll('#compare-table tbody tr'), (tr) => [
         tr.className, Number(tr.dataset.delta), ...Array.from(tr.cells[4].children, (d) => d.textContent)]));
-    const shown = ['#1 alloc_x (model.py:10)', '#2 main (train.py:1)', '1 frame hidden (stack capture, allocator, dispatch, ' +
-        'interpreter, thread start): tick "all frames" to see them'];
+    const shown = ['#1 alloc_x (model.py:10)', '#2 main (train.py:1)', '1 frame hidden: 1 capture; tick "all frames" to see them'];
     is(await compare(), [['new', 100, ...shown], ['gone', -100, ...shown]],
         'compare: stacks that differ only in a hidden frame are two stacks, each shown without it');
     await page.check('#all-frames');
