@@ -152,10 +152,18 @@ static inline uint64_t le(const unsigned char *p, int n)
     }
     if (n == 1)
         return p[0];
-    if (n < 8) {
-        uint64_t v = 0;
-        memcpy(&v, p, (size_t)n);
-        return v;
+    /* the rest (LONG1's addresses and times are 6 and 7 bytes) as two loads that
+     * overlap, not a copy of n bytes into a word, which stalls its load */
+    if (n > 4 && n < 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        return lo | (uint64_t)hi << (8 * (n - 4));
+    }
+    if (n > 1 && n < 4) {
+        uint16_t lo;
+        memcpy(&lo, p, 2);
+        return n == 2 ? lo : lo | (uint64_t)p[2] << 16;
     }
 #endif
     uint64_t v = 0;
