@@ -480,7 +480,8 @@ static struct mt_pbox *new_box(uint8_t kind)
     return b;
 }
 
-static int box_add(struct mt_pbox *b, const struct mt_pv *v)
+/* Room for one more item. */
+static int box_room(struct mt_pbox *b)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 8;
@@ -490,6 +491,13 @@ static int box_add(struct mt_pbox *b, const struct mt_pv *v)
         b->items = it;
         b->cap = cap;
     }
+    return 0;
+}
+
+static int box_add(struct mt_pbox *b, const struct mt_pv *v)
+{
+    if (box_room(b) != 0)
+        return -1;
     b->items[b->n++] = *v;
     return 0;
 }
@@ -722,6 +730,20 @@ static int set_range(struct vm *v, const struct mt_pv *d, size_t from)
         }
     }
     v->n = from;
+    return 0;
+}
+
+static int push_mark(struct vm *v)
+{
+    if (v->nmarks == v->capmarks) {
+        size_t cap = v->capmarks ? v->capmarks * 2 : 64;
+        size_t *m = realloc(v->marks, cap * sizeof(*m));
+        if (!m)
+            return nomem(v);
+        v->marks = m;
+        v->capmarks = cap;
+    }
+    v->marks[v->nmarks++] = v->n;
     return 0;
 }
 
@@ -995,10 +1017,9 @@ static inline struct mt_pv *memo_at(struct vm *v, uint64_t id)
     return s == SIZE_MAX || v->memo[s].type == EMPTY ? NULL : &v->memo[s];
 }
 
-static int memo_set(struct vm *v, uint64_t id)
+/* Puts x in the memo as id (the memo takes its own reference). */
+static int memo_put(struct vm *v, uint64_t id, const struct mt_pv *x)
 {
-    if (!v->n)
-        return bad(v, "memo of an empty stack");
     if (id >= v->len)
         return bad(v, "memo id beyond the input's size");
     struct mt_pv *m;
@@ -1006,7 +1027,7 @@ static int memo_set(struct vm *v, uint64_t id)
     if (v->om) {
         if (id < v->om->nrunpos)
             v->om->runpos[id] = 0; /* a run list put there before is gone */
-        keep = om_keeps(&v->stack[v->n - 1]);
+        keep = om_keeps(x);
         m = om_slot(v->om, id, keep);
         if (!m)
             return keep ? again(v) : 0;
@@ -1023,9 +1044,16 @@ static int memo_set(struct vm *v, uint64_t id)
         m->type = EMPTY; /* what is put over it is not kept: the id now fetches nothing */
         return 0;
     }
-    *m = v->stack[v->n - 1];
+    *m = *x;
     pv_ref(m);
     return 0;
+}
+
+static int memo_set(struct vm *v, uint64_t id)
+{
+    if (!v->n)
+        return bad(v, "memo of an empty stack");
+    return memo_put(v, id, &v->stack[v->n - 1]);
 }
 
 static int run_fetch(struct vm *v, uint64_t id);
@@ -1243,8 +1271,9 @@ static void runpos_note(struct vm *v, uint64_t id, size_t pos)
     m->runpos[id] = pos < UINT32_MAX - 1 ? (uint32_t)pos + 1 : 0;
 }
 
-/* A read in one pass fetches run list id: pushes it built again, or gives up. */
-static int run_fetch(struct vm *v, uint64_t id)
+/* A read in one pass fetches run list id: the list built again (a new reference), or
+ * NULL when it cannot be (the read gives up). */
+static struct mt_pbox *run_refetch(struct vm *v, uint64_t id)
 {
     struct omemo *m = v->om;
     size_t run, end;
@@ -1252,10 +1281,10 @@ static int run_fetch(struct vm *v, uint64_t id)
     uint64_t put, h;
     if (id >= m->nrunpos || !m->runpos[id] || m->runpos_epoch != v->epoch ||
         !run_shape(v, m->runpos[id] - 1, &run, &end, &memoize, &put, &h))
-        return again(v);
+        return NULL;
     struct mt_pbox *box = run_box(v, run, end, h);
     if (!box)
-        return again(v);
+        return NULL;
     /* read again far behind: given back again, as drop_pages would */
     size_t page = (size_t)sysconf(_SC_PAGESIZE), from = run / page * page;
     size_t to = (end + page) / page * page;
@@ -1264,39 +1293,57 @@ static int run_fetch(struct vm *v, uint64_t id)
     if (from < to)
         madvise((void *)(uintptr_t)(v->buf + from), to - from, MADV_DONTNEED);
     box->frozen = 1; /* as the list first built was, inside its entry */
+    return box;
+}
+
+/* A read in one pass fetches run list id: pushes it built again, or gives up. */
+static int run_fetch(struct vm *v, uint64_t id)
+{
+    struct mt_pbox *box = run_refetch(v, id);
+    if (!box)
+        return again(v);
     struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
     return push(v, &x);
 }
 
 /* At an EMPTY_LIST at pos, a list of the shape of run_shape that the memo need not
- * keep: pushes the list and sets *next past it, or returns 0 and leaves everything
- * to the opcodes one by one (which also give any error). */
-static int run_list(struct vm *v, size_t pos, size_t *next)
+ * keep, in a place no guess is about: the list (a new reference) with its memo put
+ * done and *next past it, or NULL with nothing done. */
+static struct mt_pbox *run_take(struct vm *v, size_t pos, size_t *next)
 {
     size_t run, end;
     int memoize;
     uint64_t id, h;
     if (!run_shape(v, pos, &run, &end, &memoize, &id, &h))
-        return 0;
+        return NULL;
     if (memoize)
         id = v->next_memo;
     if (id != UINT64_MAX && !put_lost(v, id))
-        return 0;
-    int32_t index;
-    if (role_of(v, MT_PV_LIST, v->n, &index) != ROLE_NONE)
-        return 0;
+        return NULL;
     struct mt_pbox *box = run_box(v, run, end, h);
     if (!box)
-        return 0;
-    struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
-    if (push(v, &x) != 0)
-        return 0;
+        return NULL;
     if (v->om && id != UINT64_MAX)
         runpos_note(v, id, pos);
     if (memoize)
         v->next_memo++;
     *next = end + 1;
-    return 1;
+    return box;
+}
+
+/* At an EMPTY_LIST at pos, such a list pushed, with *next past it: 1; 0 leaves
+ * everything to the opcodes one by one (which also give any error); -1 out of
+ * memory. */
+static int run_list(struct vm *v, size_t pos, size_t *next)
+{
+    int32_t index;
+    if (role_of(v, MT_PV_LIST, v->n, &index) != ROLE_NONE)
+        return 0;
+    struct mt_pbox *box = run_take(v, pos, next);
+    if (!box)
+        return 0;
+    struct mt_pv x = {.type = MT_PV_LIST, .u.c = box};
+    return push(v, &x) == 0 ? 1 : -1;
 }
 
 static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, int *stop)
@@ -1314,16 +1361,7 @@ static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, 
         *stop = 1;
         return 0;
     case OP_MARK:
-        if (v->nmarks == v->capmarks) {
-            size_t cap = v->capmarks ? v->capmarks * 2 : 64;
-            size_t *m = realloc(v->marks, cap * sizeof(*m));
-            if (!m)
-                return nomem(v);
-            v->marks = m;
-            v->capmarks = cap;
-        }
-        v->marks[v->nmarks++] = v->n;
-        return 0;
+        return push_mark(v);
     case OP_POP:
         if (!v->n)
             return bad(v, "POP of an empty stack");
@@ -1511,8 +1549,15 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
         }
         v.off = pos;
         unsigned op = buf[pos];
-        if (op == OP_EMPTY_LIST && run_list(&v, pos, &pos))
-            continue;
+        if (op == OP_EMPTY_LIST) {
+            int taken = run_list(&v, pos, &pos);
+            if (taken < 0) {
+                rc = MEMTRACE_ENOMEM;
+                goto out;
+            }
+            if (taken)
+                continue;
+        }
         int64_t a = arg_len(op, buf + pos + 1, len - pos - 1);
         if (a < 0) { /* not ours, or past the end: as above */
             rc = again(&v);
