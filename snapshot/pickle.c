@@ -17,7 +17,11 @@
  * holds the streamed lists; a list whose container below is that list is one of
  * them) and checks every guess when the box is put in its parent and at STOP. A
  * streamed list hands each item to the callback when it is appended, so an item is
- * complete and frozen by then. Any guess found wrong gives MT_PICKLE_AGAIN.
+ * complete and frozen by then. Any guess found wrong gives MT_PICKLE_AGAIN. A dict
+ * about to be such an item (a trace entry) is read at once (entry_fast): the opcodes
+ * an entry is made of, each with its effects, the items straight into the dict, and
+ * from the first opcode it does not know, the opcodes one by one as it would have left
+ * them.
  *
  * A streaming read may also go without the scan (opts->one_pass): the build pass
  * alone, with a memo that keeps what may be fetched (see struct omemo), checking
@@ -1346,6 +1350,193 @@ static int run_list(struct vm *v, size_t pos, size_t *next)
     return push(v, &x) == 0 ? 1 : -1;
 }
 
+/* The items of an entry read so far, from the dict d on top of the stack onto the
+ * stack after a MARK, where the opcodes one by one would have put them. */
+static int entry_spill(struct vm *v, struct mt_pbox *d)
+{
+    int rc = push_mark(v);
+    if (rc == 0 && v->cap - v->n < d->n) {
+        size_t cap = v->cap;
+        while (cap - v->n < d->n)
+            cap *= 2;
+        struct mt_pv *s = realloc(v->stack, cap * sizeof(*s));
+        if (!s)
+            rc = nomem(v);
+        else {
+            v->stack = s;
+            v->cap = cap;
+        }
+    }
+    if (rc) {
+        for (size_t k = 0; k < d->n; k++)
+            mt_pv_release(&d->items[k]);
+        d->n = 0;
+        return rc;
+    }
+    memcpy(v->stack + v->n, d->items, d->n * sizeof(*d->items));
+    v->n += d->n;
+    d->n = 0;
+    return 0;
+}
+
+/* The memo put at b[*i], if any (MEMOIZE, BINPUT, LONG_BINPUT), of x: 0 with *i past
+ * it, or an error. */
+static int entry_put(struct vm *v, size_t *i, const struct mt_pv *x)
+{
+    const unsigned char *b = v->buf;
+    size_t at = *i;
+    uint64_t id;
+    if (at >= v->len)
+        return 0;
+    if (b[at] == OP_MEMOIZE) {
+        id = v->next_memo++;
+        *i = at + 1;
+    } else if (b[at] == OP_BINPUT && at + 2 <= v->len) {
+        id = b[at + 1];
+        *i = at + 2;
+    } else if (b[at] == OP_LONG_BINPUT && at + 5 <= v->len) {
+        id = le(b + at + 1, 4);
+        *i = at + 5;
+    } else
+        return 0;
+    v->off = at;
+    return memo_put(v, id, x);
+}
+
+/* A dict that is an item of a streamed list (PyTorch's trace entry), read at once
+ * from its EMPTY_DICT at *at: the opcodes' dispatch and the stack cost most of a
+ * streamed read. It knows the opcodes such an entry is made of (a memo put, MARK, keys
+ * and values that are fetches, integers, strings, None, booleans and run lists, then
+ * SETITEMS), each with exactly its effects one by one, in the same order (memo puts
+ * included), except that the items go straight into the dict. At any other opcode, or
+ * at one whose checks fail, it moves the items read so far onto the stack, as they
+ * would be there (entry_spill), and leaves the rest to the opcodes one by one, which
+ * also give any error. The guesses it relies on: the dict is an item (so nothing is a
+ * guess's below it), a fetched box with a role is left to the opcodes, and a key is a
+ * string or an integer, never the list of lists, so that a run list in it is no
+ * guess's either (role_of). Returns 0 or an error, *at past what it read. */
+static int entry_fast(struct vm *v, size_t *at)
+{
+    const unsigned char *b = v->buf;
+    size_t len = v->len, i = *at;
+    int rc = insert_box(v, MT_PV_DICT, v->n);
+    if (rc)
+        return rc;
+    struct mt_pbox *d = v->stack[v->n - 1].u.c;
+    i++;
+    if ((rc = entry_put(v, &i, &v->stack[v->n - 1])) != 0)
+        return rc;
+    if (i >= len || b[i] != OP_MARK) {
+        *at = i;
+        return 0;
+    }
+    i++;
+    /* near the end the opcodes one by one check each argument's room */
+    while (i + 9 <= len) {
+        int key = !(d->n & 1);
+        size_t next = i + 1, n;
+        /* the item is read in place, not copied in: a copy of a value just made
+         * waits on its stores */
+        if (box_room(d) != 0)
+            return nomem(v);
+        struct mt_pv *x = &d->items[d->n];
+        x->type = MT_PV_NONE;
+        v->off = i;
+        switch (b[i]) {
+        case OP_SETITEMS:
+            if (!key)
+                goto spill;
+            for (size_t k = 0; k < d->n; k += 2)
+                if ((rc = adopt(v, d, &d->items[k + 1], &d->items[k])) != 0) {
+                    while (d->n > k) /* as set_range leaves them */
+                        mt_pv_release(&d->items[--d->n]);
+                    return rc;
+                }
+            *at = i + 1;
+            return 0;
+        case OP_BINGET:
+        case OP_LONG_BINGET: {
+            int wide = b[i] == OP_LONG_BINGET;
+            uint64_t id = wide ? le(b + i + 1, 4) : b[i + 1];
+            const struct mt_pv *m = memo_at(v, id);
+            next = i + (wide ? 5 : 2);
+            if (m) {
+                *x = *m;
+                pv_ref(x);
+            } else if (!key && v->om && (x->u.c = run_refetch(v, id)) != NULL)
+                x->type = MT_PV_LIST;
+            else
+                goto spill;
+            if (is_box(x) && x->u.c->role != ROLE_NONE) {
+                mt_pv_release(x);
+                goto spill;
+            }
+            break;
+        }
+        case OP_BININT1:
+            x->type = MT_PV_INT;
+            x->u.i = b[i + 1];
+            next = i + 2;
+            break;
+        case OP_BININT2:
+            x->type = MT_PV_INT;
+            x->u.i = (int64_t)le(b + i + 1, 2);
+            next = i + 3;
+            break;
+        case OP_BININT:
+            x->type = MT_PV_INT;
+            x->u.i = (int32_t)(uint32_t)le(b + i + 1, 4);
+            next = i + 5;
+            break;
+        case OP_LONG1:
+            n = b[i + 1];
+            if (n > len - i - 2)
+                goto spill;
+            *x = long_value(b + i + 2, n);
+            next = i + 2 + n;
+            break;
+        case OP_SHORT_BINUNICODE:
+            n = b[i + 1];
+            if (n > len - i - 2 || !utf8_ok(b + i + 2, n))
+                goto spill;
+            x->type = MT_PV_STR;
+            x->n = (uint32_t)n;
+            x->u.s = (const char *)b + i + 2;
+            next = i + 2 + n;
+            break;
+        case OP_NONE:
+            break;
+        case OP_NEWTRUE:
+        case OP_NEWFALSE:
+            x->type = MT_PV_BOOL;
+            x->u.i = b[i] == OP_NEWTRUE;
+            break;
+        case OP_EMPTY_LIST:
+            if (key || (x->u.c = run_take(v, i, &next)) == NULL)
+                goto spill;
+            x->type = MT_PV_LIST;
+            break;
+        default:
+            goto spill;
+        }
+        if (key && x->type != MT_PV_STR && x->type != MT_PV_INT && x->type != MT_PV_BIG) {
+            mt_pv_release(x);
+            goto spill;
+        }
+        d->n++;
+        i = next;
+        /* the dict inside itself, or inside a run list just built of the memo: on the
+         * stack, as one by one, not a cycle if anything fails before SETITEMS */
+        if (is_box(x) && (x->u.c == d || d->frozen))
+            goto spill;
+        if ((rc = entry_put(v, &i, x)) != 0)
+            return rc;
+    }
+spill:
+    *at = i;
+    return entry_spill(v, d);
+}
+
 static int step(struct vm *v, unsigned op, const unsigned char *a, size_t alen, int *stop)
 {
     size_t mark;
@@ -1549,6 +1740,11 @@ int mt_pickle_read(const unsigned char *buf, size_t len, const struct mt_pickle_
         }
         v.off = pos;
         unsigned op = buf[pos];
+        if (op == OP_EMPTY_DICT && v.o && is_item_at(&v, v.n)) {
+            if ((rc = entry_fast(&v, &pos)) != 0)
+                goto out;
+            continue;
+        }
         if (op == OP_EMPTY_LIST) {
             int taken = run_list(&v, pos, &pos);
             if (taken < 0) {

@@ -44,7 +44,28 @@ static const char gen_py[] =
     "        trace.append({'action': 'free_requested', 'addr': a['addr'],\n"
     "                      'frames': a['frames']})\n"
     "snap['device_traces'] = [trace]\n"
-    "pickle.dump(snap, open(d + '/far.pickle', 'wb'), protocol=4)\n";
+    "pickle.dump(snap, open(d + '/far.pickle', 'wb'), protocol=4)\n"
+    "sh = []\n"
+    "for k in range(3000):\n"
+    "    b = 1 << (32 + k % 31)\n"
+    "    e = {'action': ['alloc', 'free_requested', 'oom'][k % 3], 'addr': (k % 5 << 60) + k,\n"
+    "         'size': [0, 200, 70000, 300][k % 4], 'time_us': [b, -b, b + k][k % 3]}\n"
+    "    r = k % 12\n"
+    "    if r == 0: e['frames'] = []\n"
+    "    elif r == 1: e['frames'] = [fr[k % 40]]\n"
+    "    elif r == 2: e['compile_context'] = 'ctx %d \\u00e9' % (k % 7)\n"
+    "    elif r == 3: e.update(device_free=None, yes=True, no=False)\n"
+    "    elif r == 4: e['size'] = 2.5 * k\n"
+    "    elif r == 5: e.update({7: 'an int key', -300: 1 << 70})\n"
+    "    elif r == 6: e['frames'] = tuple(fr[:3])\n"
+    "    elif r == 7: e['nested'] = {'a': [1, 2]}\n"
+    "    elif r == 8: e['frames'] = [{'name': 'n%d' % k, 'filename': 'y.py', 'line': k}] + fr[:2]\n"
+    "    elif r == 9: e['frames'] = sh[-2].get('frames', [])\n"
+    "    else: e['frames'] = [fr[(k + j) % 40] for j in range(2 + k % 30)]\n"
+    "    sh.append(e)\n"
+    "snap['device_traces'] = [sh]\n"
+    "pickle.dump(snap, open(d + '/shapes.pickle', 'wb'), protocol=4)\n"
+    "pickle.dump(snap, open(d + '/shapes2.pickle', 'wb'), protocol=2)\n";
 
 /* What the callback saw: each item as compact JSON, one a line. */
 struct seen {
@@ -213,6 +234,111 @@ static void entry_again(void)
     free(buf);
 }
 
+/* Each item of device_traces[0] read whole (no streaming), as item() sees them. */
+static int read_whole(const char *path, struct seen *s)
+{
+    size_t len;
+    uint8_t *buf = slurp(path, &len);
+    struct mt_pv root;
+    struct mt_pickle_error err;
+    memset(s, 0, sizeof(*s));
+    int rc = buf ? mt_pickle_read(buf, len, NULL, &root, &err) : -1;
+    if (rc == 0) {
+        const struct mt_pv *t = mt_pv_at(mt_pv_get(&root, "device_traces"), 0);
+        for (size_t k = 0; rc == 0 && k < mt_pv_len(t); k++)
+            rc = item(s, 0, k, mt_pv_at(t, k));
+        mt_pv_release(&root);
+    }
+    free(buf);
+    return rc;
+}
+
+/* Entries of every shape: the streamed reads read each one at once (entry_fast) where
+ * it knows the opcodes, and go on one by one from the first it does not (a float, a
+ * nested dict, a tuple, a new frame dict, BINPUT in protocol 2 ...). */
+static void entry_shapes(void)
+{
+    static const char *const name[2] = {"shapes.pickle", "shapes2.pickle"};
+    for (int p = 0; p < 2; p++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/%s", dir, name[p]);
+        struct seen whole, one, two;
+        struct mt_pv root;
+        struct mt_pickle_error err;
+        int rc0 = read_whole(path, &whole);
+        int rc1 = read_streaming(path, 1, &one, &root, &err);
+        int rc2 = read_streaming(path, 0, &two, &root, &err);
+        ok(rc0 == 0 && rc1 == 0 && rc2 == 0 && whole.items == 3000 && one.text && two.text &&
+               strcmp(whole.text, one.text) == 0 && strcmp(whole.text, two.text) == 0,
+           "%s: both streamed reads see each of the 3000 entries as the read whole has it",
+           name[p]);
+        free(whole.text);
+        free(one.text);
+        free(two.text);
+    }
+}
+
+/* A snapshot of one entry whose bytes (its EMPTY_DICT MEMOIZE MARK, then e) are
+ * broken inside: the streamed read with the scan reports what the read whole does, at
+ * the same offset. */
+static void entry_errors(void)
+{
+    static const struct {
+        const char *what, *bytes;
+        size_t n;
+    } cases[] = {
+#define CASE(w, b) {w, b, sizeof(b) - 1}
+        /* (a literal ends after \xNN where a hex digit follows) */
+        CASE("an odd number of items", "\x8c\x01"
+                                       "aK\x01\x8c\x01"
+                                       "bu"),
+        CASE("a key that is None", "NK\x01u"),
+        CASE("a key fetched that is a list", "h\x03K\x01u"),
+        CASE("a string that is not UTF-8", "\x8c\x01"
+                                           "a\x8c\x01\xffu"),
+        CASE("a float that is inf", "\x8c\x01"
+                                    "aG\x7f\xf0\x00\x00\x00\x00\x00\x00u"),
+        CASE("a memo id past the end", "\x8c\x01"
+                                       "ar\xff\xff\xff\x7fK\x01u"),
+        CASE("a fetch of an id never put", "\x8c\x01"
+                                           "ah\x63u"),
+        CASE("a fetch of the entry itself", "\x8c\x01"
+                                            "ah\x04u"),
+        CASE("the entry itself, then a bad memo id", "\x8c\x01"
+                                                     "ah\x04r\xff\xff\xff\x7fu"),
+        CASE("an APPEND to an integer", "\x8c\x01"
+                                        "aK\x01K\x02"
+                                        "au"),
+#undef CASE
+    };
+    static const char head[] = "\x80\x04}\x94\x8c\x0d"
+                               "device_traces\x94]\x94]\x94(}\x94(";
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        unsigned char buf[256];
+        size_t n = sizeof(head) - 1;
+        memcpy(buf, head, n);
+        memcpy(buf + n, cases[c].bytes, cases[c].n);
+        n += cases[c].n;
+        memcpy(buf + n, "eas.", 4);
+        n += 4;
+        struct seen s = {0};
+        struct mt_pickle_opts o = {.key = "device_traces", .item = item, .ctx = &s};
+        struct mt_pv root;
+        struct mt_pickle_error e1, e2;
+        memset(&e1, 0, sizeof(e1));
+        memset(&e2, 0, sizeof(e2));
+        int rc1 = mt_pickle_read(buf, n, &o, &root, &e1);
+        if (rc1 == 0)
+            mt_pv_release(&root);
+        int rc2 = mt_pickle_read(buf, n, NULL, &root, &e2);
+        if (rc2 == 0)
+            mt_pv_release(&root);
+        ok(rc1 == MEMTRACE_EFORMAT && rc2 == rc1 && strcmp(e1.text, e2.text) == 0,
+           "%s in an entry: streamed, the error read whole: %s", cases[c].what, e1.text);
+        free(s.text);
+    }
+}
+
 static void hostile(void)
 {
     /* protocol 2: GLOBAL posix system, a command, TUPLE1, REDUCE, STOP */
@@ -246,10 +372,12 @@ int main(void)
     FILE *p = popen(cmd, "w");
     if (!p || fwrite(gen_py, 1, sizeof(gen_py) - 1, p) != sizeof(gen_py) - 1 || pclose(p) != 0)
         bail_out("python3 could not write the pickles");
-    plan(12);
+    plan(24);
     shared_frames();
     far_fetches();
     entry_again();
+    entry_shapes();
+    entry_errors();
     hostile();
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
