@@ -1529,7 +1529,8 @@ static int entry_fast(struct vm *v, size_t *at)
          * stack, as one by one, not a cycle if anything fails before SETITEMS */
         if (is_box(x) && (x->u.c == d || d->frozen))
             goto spill;
-        if ((rc = entry_put(v, &i, x)) != 0)
+        if (i < len && (b[i] == OP_MEMOIZE || b[i] == OP_BINPUT || b[i] == OP_LONG_BINPUT) &&
+            (rc = entry_put(v, &i, x)) != 0)
             return rc;
     }
 spill:
