@@ -1079,25 +1079,51 @@ static inline int memo_get(struct vm *v, uint64_t id)
 #define RUNS_CAP 32768 /* slots; at most half of them used */
 #define RUN_MAX  8192  /* bytes of one run */
 
+#define RUNS_NEXT 4096 /* slots of the guesses of the next run */
+
+struct run {
+    uint64_t hash;
+    const unsigned char *at;
+    struct mt_pbox *box;
+    uint32_t len; /* 0: a free slot */
+};
+
 struct runs {
-    uint64_t hash[RUNS_CAP];
-    const unsigned char *at[RUNS_CAP];
-    uint32_t len[RUNS_CAP];
-    struct mt_pbox *box[RUNS_CAP];
+    struct run slot[RUNS_CAP];
     size_t n, items;
     uint64_t epoch;
+    /* The run (slot + 1) that came next the last time after the last run taken, and
+     * after the last two (a trace repeats its loop's allocations, stacks and all): a
+     * guess that run_shape checks byte by byte before the walk it saves. */
+    uint32_t next1[RUNS_NEXT], next2[RUNS_NEXT];
+    uint32_t last1, last2;
 };
+
+static inline size_t next2_of(const struct runs *r)
+{
+    return (size_t)((r->last2 * 0x9e3779b97f4a7c15ull + r->last1) >> 52) & (RUNS_NEXT - 1);
+}
+
+/* The run taken at slot (SIZE_MAX: one not cached) came after the last ones. */
+static void runs_follow(struct runs *r, size_t slot)
+{
+    uint32_t s = slot == SIZE_MAX ? 0 : (uint32_t)slot + 1;
+    r->next2[next2_of(r)] = s;
+    r->next1[r->last1 & (RUNS_NEXT - 1)] = s;
+    r->last2 = r->last1;
+    r->last1 = s;
+}
 
 #define RUNS_ITEMS ((size_t)1 << 20) /* items the cached boxes hold at most (16 MiB) */
 
 static void runs_clear(struct runs *r)
 {
     for (size_t k = 0; k < RUNS_CAP; k++)
-        if (r->box[k]) {
-            struct mt_pv x = {.type = MT_PV_LIST, .u.c = r->box[k]};
+        if (r->slot[k].box) {
+            struct mt_pv x = {.type = MT_PV_LIST, .u.c = r->slot[k].box};
             mt_pv_release(&x);
-            r->box[k] = NULL;
-            r->len[k] = 0;
+            r->slot[k].box = NULL;
+            r->slot[k].len = 0;
         }
     r->n = 0;
     r->items = 0;
@@ -1134,12 +1160,28 @@ static int put_lost(struct vm *v, uint64_t id)
     return slot_of(v->sc, id) == SIZE_MAX;
 }
 
+/* Whether the run cached at slot (slot + 1: 0 is none) lies at r, the walk's
+ * answer there (run_shape): the cached bytes are fetches that the walk took once,
+ * no more than RUN_MAX of them, so the same bytes at r, an APPENDS after them not
+ * followed by a MARK, and room for the walk's bounds (a fetch is read with 5 bytes
+ * of room) make the walk stop at the same end with the same hash. */
+static int run_is(const struct vm *v, uint32_t slot, size_t r)
+{
+    const struct run *c = slot ? &v->runs->slot[slot - 1] : NULL;
+    const unsigned char *b = v->buf;
+    size_t n = c ? c->len : 0;
+    return n && n + 3 <= v->len - r && b[r + n] == OP_APPENDS && b[r + n + 1] != OP_MARK &&
+           memcmp(c->at, b + r, n) == 0;
+}
+
 /* The shape run_list takes, at an EMPTY_LIST at pos: [a memo put] MARK (BINGET |
  * LONG_BINGET)+ APPENDS, not followed by another MARK. 1 with the fetches in
  * buf[*run .. *end) (APPENDS at *end) and the memo put (*memoize: MEMOIZE; *id: the
- * id of a BINPUT or LONG_BINPUT, else UINT64_MAX), or 0. */
-static int run_shape(const struct vm *v, size_t pos, size_t *run, size_t *end, int *memoize,
-                     uint64_t *id, uint64_t *hash)
+ * id of a BINPUT or LONG_BINPUT, else UINT64_MAX), or 0. Where guess, the runs that
+ * came after the last ones are tried first: *slot is then the run's in the cache,
+ * else SIZE_MAX. */
+static int run_shape(const struct vm *v, size_t pos, int guess, size_t *run, size_t *end,
+                     int *memoize, uint64_t *id, uint64_t *hash, size_t *slot)
 {
     const unsigned char *b = v->buf;
     size_t i = pos + 1, len = v->len;
@@ -1160,6 +1202,18 @@ static int run_shape(const struct vm *v, size_t pos, size_t *run, size_t *end, i
     if (i >= len || b[i] != OP_MARK)
         return 0;
     size_t r = ++i;
+    *slot = SIZE_MAX;
+    const struct runs *rs = v->runs;
+    if (guess && rs && rs->epoch == v->epoch) {
+        uint32_t s = rs->next2[next2_of(rs)];
+        if (run_is(v, s, r) || run_is(v, s = rs->next1[rs->last1 & (RUNS_NEXT - 1)], r)) {
+            *slot = s - 1;
+            *run = r;
+            *end = r + rs->slot[s - 1].len;
+            *hash = rs->slot[s - 1].hash;
+            return 1;
+        }
+    }
     /* BINGET and LONG_BINGET told apart without a branch (their mix in a frames list
      * follows no pattern a predictor learns), the hash of the fetches made on the way;
      * a run that ends within 5 bytes of the input's end is left to the opcodes */
@@ -1199,8 +1253,9 @@ static int run_shape(const struct vm *v, size_t pos, size_t *run, size_t *end, i
 
 /* The list of the fetches in buf[run .. end) of hash h (a new reference), the same
  * box while the memo does not change; NULL when a fetch finds nothing or out of
- * memory. */
-static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end, uint64_t h)
+ * memory. *slot: where run_shape found it in the cache (SIZE_MAX: not known), then
+ * where it is cached (SIZE_MAX: not). */
+static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end, uint64_t h, size_t *slot)
 {
     const unsigned char *b = v->buf;
     if (!v->runs && (v->runs = calloc(1, sizeof(*v->runs))) == NULL)
@@ -1209,15 +1264,20 @@ static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end, uint64_t h)
     if (r->epoch != v->epoch) {
         runs_clear(r);
         r->epoch = v->epoch;
+        *slot = SIZE_MAX;
+    }
+    if (*slot != SIZE_MAX) {
+        r->slot[*slot].box->refs++;
+        return r->slot[*slot].box;
     }
     size_t n = end - run;
-    size_t slot = (size_t)h & (RUNS_CAP - 1);
-    while (r->len[slot] &&
-           !(r->hash[slot] == h && r->len[slot] == n && memcmp(r->at[slot], b + run, n) == 0))
-        slot = (slot + 1) & (RUNS_CAP - 1);
-    if (r->len[slot]) {
-        r->box[slot]->refs++;
-        return r->box[slot];
+    struct run *c = &r->slot[(size_t)h & (RUNS_CAP - 1)];
+    while (c->len && !(c->hash == h && c->len == n && memcmp(c->at, b + run, n) == 0))
+        c = c + 1 < r->slot + RUNS_CAP ? c + 1 : r->slot;
+    *slot = (size_t)(c - r->slot);
+    if (c->len) {
+        c->box->refs++;
+        return c->box;
     }
     struct mt_pbox *box = new_box(MT_PV_LIST);
     if (!box)
@@ -1242,12 +1302,13 @@ static struct mt_pbox *run_box(struct vm *v, size_t run, size_t end, uint64_t h)
         r->items += box->n;
         box->shared = 1;
         box->refs++;
-        r->hash[slot] = h;
-        r->at[slot] = b + run;
-        r->len[slot] = (uint32_t)n;
-        r->box[slot] = box;
+        c->hash = h;
+        c->at = b + run;
+        c->len = (uint32_t)n;
+        c->box = box;
         r->n++;
-    }
+    } else
+        *slot = SIZE_MAX;
     return box;
 }
 
@@ -1283,10 +1344,11 @@ static struct mt_pbox *run_refetch(struct vm *v, uint64_t id)
     size_t run, end;
     int memoize;
     uint64_t put, h;
+    size_t slot;
     if (id >= m->nrunpos || !m->runpos[id] || m->runpos_epoch != v->epoch ||
-        !run_shape(v, m->runpos[id] - 1, &run, &end, &memoize, &put, &h))
+        !run_shape(v, m->runpos[id] - 1, 0, &run, &end, &memoize, &put, &h, &slot))
         return NULL;
-    struct mt_pbox *box = run_box(v, run, end, h);
+    struct mt_pbox *box = run_box(v, run, end, h, &slot);
     if (!box)
         return NULL;
     /* read again far behind: given back again, as drop_pages would */
@@ -1318,15 +1380,17 @@ static struct mt_pbox *run_take(struct vm *v, size_t pos, size_t *next)
     size_t run, end;
     int memoize;
     uint64_t id, h;
-    if (!run_shape(v, pos, &run, &end, &memoize, &id, &h))
+    size_t slot;
+    if (!run_shape(v, pos, 1, &run, &end, &memoize, &id, &h, &slot))
         return NULL;
     if (memoize)
         id = v->next_memo;
     if (id != UINT64_MAX && !put_lost(v, id))
         return NULL;
-    struct mt_pbox *box = run_box(v, run, end, h);
+    struct mt_pbox *box = run_box(v, run, end, h, &slot);
     if (!box)
         return NULL;
+    runs_follow(v->runs, slot);
     if (v->om && id != UINT64_MAX)
         runpos_note(v, id, pos);
     if (memoize)
