@@ -1437,7 +1437,8 @@ static int entry_spill(struct vm *v, struct mt_pbox *d)
         d->n = 0;
         return rc;
     }
-    memcpy(v->stack + v->n, d->items, d->n * sizeof(*d->items));
+    if (d->n) /* (a dict with no items may have no items array yet) */
+        memcpy(v->stack + v->n, d->items, d->n * sizeof(*d->items));
     v->n += d->n;
     d->n = 0;
     return 0;
