@@ -16,13 +16,17 @@
  * first, needs the first time and the top-level keys that follow the traces; then
  * the lists merge by time as they always did. Frames are interned once per memoized
  * frame dict (its box remembers its id) and stacks once per sequence of frame ids.
- * Where no merge turns out to be needed (struct spec), the events were also written,
- * on a second thread and into memory, as they streamed, and those chunks are used. */
+ * The reading thread turns each entry into an event; a second thread (struct back)
+ * keeps the records, finds what was live before the trace and, where no merge turns
+ * out to be needed (struct spec), also writes the events into memory as they stream,
+ * whose chunks are then used. */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,32 +69,75 @@ struct imp {
     struct memtrace_errinfo *err;
     struct mt_intern in;
     struct mt_writer *w;
-    struct memtrace_event batch[4096];
-    size_t nbatch;
     struct mt_import_stats *st;
-    struct clist *lists; /* by device */
-    size_t nlists;
-    struct clist annots;
     uint64_t t0, t1;
     struct seqtab seqs;
     uint32_t *fids;
     size_t capfids;
+    struct back *back; /* the thread keeping the records while streaming, or NULL */
     struct pcache keys, actions;
+    /* Kept by the second thread while it runs (keep_rec), apart from what the reading
+     * thread changes at every entry above: a line both write goes back and forth. */
+    struct clist *lists; /* by device */
+    size_t nlists;
+    struct clist annots;
     struct spec *spec;        /* the events written ahead while streaming, or NULL */
     struct mt_before *before; /* what the trace shows was live before it */
+    struct memtrace_event batch[4096];
+    size_t nbatch;
 };
 
 /* The events of device 0, written ahead while the pickle streams: encoding and
- * deflating them, the costly part of writing, then run on a second thread alongside
- * the reading, into memory, since the metadata that goes first is known only at the
- * end. Used when the snapshot turns out to need no merge (one device trace, no
- * annotations), dropped otherwise for the records. */
+ * deflating them, the costly part of writing, then run on the second thread (struct
+ * back) alongside the reading, into memory, since the metadata that goes first is
+ * known only at the end. Used when the snapshot turns out to need no merge (one
+ * device trace, no annotations), dropped otherwise for the records. */
 #define SPEC_BATCH 4096
 struct spec {
-    struct mt_wthread *t;
+    struct mt_writer *mem;
     struct memtrace_event batch[SPEC_BATCH];
     size_t n;
     uint64_t events;
+};
+
+/* An entry as the reading thread hands it to the second one: its event (unless it is
+ * skipped), the merge time and the device. */
+struct rec {
+    struct memtrace_event ev;
+    uint64_t mt;
+    int32_t d;
+    int skip;
+};
+
+/* The second thread of a streamed import. The reading thread turns each entry into
+ * a record (the part that reads the entry's tree, and interns its frames and
+ * strings, in order) and hands records over in batches; the thread keeps them in
+ * their lists, finds what was live before the trace and writes the events ahead
+ * (struct spec). Only batches of plain records written in order and read in order
+ * go between the two: a tree's boxes, shared from entry to entry and counted without
+ * atomics, would go back and forth between the two cores at every entry. At most
+ * BACK_QUEUE batches wait; the first error (out of memory) is kept and the records
+ * after it are dropped. */
+#define BACK_BATCH 2048
+#define BACK_QUEUE 4
+
+struct rbatch {
+    struct rbatch *next;
+    size_t n;
+    struct rec r[BACK_BATCH];
+};
+
+struct back {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;        /* a batch queued, one done, or the end asked */
+    struct rbatch *head, *tail; /* queued */
+    struct rbatch *pool;        /* done, to fill again */
+    struct rbatch *cur;         /* the reading thread's */
+    size_t queued;              /* batches queued or running */
+    int ending, rc;
+    atomic_int failed; /* rc != 0, for the reading thread */
+    struct imp *im;
 };
 
 static int ifail(struct imp *im, int code, const char *fmt, ...)
@@ -431,14 +478,14 @@ static uint64_t unzz(uint64_t z)
     return (z >> 1) ^ (uint64_t) - (int64_t)(z & 1);
 }
 
-/* Appends a record: ev NULL for an entry that is skipped. */
-static int put_record(struct imp *im, struct clist *l, uint64_t mt, const struct memtrace_event *ev)
+/* Appends a record: ev NULL for an entry that is skipped. 0 or MEMTRACE_ENOMEM. */
+static int put_record(struct clist *l, uint64_t mt, const struct memtrace_event *ev)
 {
     if (l->cap - l->len < 128) {
         size_t cap = l->cap ? l->cap * 2 : 4096;
         unsigned char *b = realloc(l->buf, cap);
         if (!b)
-            return ifail(im, MEMTRACE_ENOMEM, "out of memory");
+            return MEMTRACE_ENOMEM;
         l->buf = b;
         l->cap = cap;
     }
@@ -519,7 +566,7 @@ static int add_event(struct imp *im, const struct memtrace_event *ev)
 static void spec_drop(struct imp *im)
 {
     if (im->spec) {
-        mt_wthread_cancel(im->spec->t);
+        mt_writer_abort(im->spec->mem);
         free(im->spec);
         im->spec = NULL;
     }
@@ -529,21 +576,19 @@ static void spec_start(struct imp *im)
 {
     spec_drop(im);
     struct spec *sp = calloc(1, sizeof(*sp));
-    if (sp && mt_wthread_start(&sp->t) != 0) {
+    if (sp && mt_writer_open_mem(&sp->mem) != 0) {
         free(sp);
         sp = NULL;
     }
     im->spec = sp; /* without it, the records do */
 }
 
-/* Queues the batch. The tables are not: they are all written at the end, before
+/* Writes the batch. The tables are not: they are all written at the end, before
  * the state before the first event and these events (write_ahead). */
 static int spec_flush(struct imp *im)
 {
     struct spec *sp = im->spec;
-    int rc = im->in.nomem ? MEMTRACE_ENOMEM : 0;
-    if (rc == 0)
-        rc = mt_wthread_events(sp->t, sp->batch, sp->n);
+    int rc = sp->n ? mt_writer_events(sp->mem, sp->batch, sp->n) : 0;
     sp->events += sp->n;
     sp->n = 0;
     if (rc)
@@ -650,13 +695,11 @@ static int32_t pytorch_pool(int action, uint64_t size)
     }
 }
 
-/* A trace entry of device d into a record of its list. */
-static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *e)
+/* The record of a trace entry of device d (its first half: what reads the entry's
+ * tree and interns, in the entries' order). */
+static int entry_rec(struct imp *im, int32_t d, size_t k, const struct mt_pv *e, struct rec *r)
 {
     char what[96];
-    struct clist *l = list_of(im, d);
-    if (!l)
-        return ifail(im, MEMTRACE_ENOMEM, "out of memory");
     if (e->type != MT_PV_DICT) {
         snprintf(what, sizeof(what), "device_traces[%d][%zu]", (int)d, k);
         return ifail(im, MEMTRACE_EFORMAT, "%s is not a dict", what);
@@ -675,16 +718,18 @@ static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *
         im->t0 = mt * 1000;
     if (mt * 1000 > im->t1)
         im->t1 = mt * 1000;
+    r->mt = mt;
+    r->d = d;
     int a = f[K_ACTION] ? action_of(im, f[K_ACTION]) : memtrace_action_from_name("");
-    if (a < 0 || a == MEMTRACE_COUNTER) {
+    if ((r->skip = a < 0 || a == MEMTRACE_COUNTER)) {
         im->st->skipped++;
-        return put_record(im, l, mt, NULL);
+        return 0;
     }
-    struct memtrace_event ev;
-    memset(&ev, 0, sizeof(ev));
+    struct memtrace_event *ev = &r->ev;
+    memset(ev, 0, sizeof(*ev));
     uint64_t t_us;
     static const int order[6] = {K_TIME, K_ADDR, K_SIZE, K_REQ, K_STREAM, K_FREE};
-    uint64_t *dst[6] = {&t_us, &ev.addr, &ev.size, &ev.requested_size, &ev.stream, &ev.aux};
+    uint64_t *dst[6] = {&t_us, &ev->addr, &ev->size, &ev->requested_size, &ev->stream, &ev->aux};
     for (int j = 0; j < 6; j++) {
         int why = u64_of(f[order[j]], 0, dst[j]);
         if (why) {
@@ -692,19 +737,174 @@ static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *
             return u64_fail(im, why, what, key_name[order[j]]);
         }
     }
-    ev.time_ns = t_us * 1000;
-    ev.action = (uint8_t)a;
-    ev.device = d;
-    ev.pool = pytorch_pool(a, ev.size);
-    ev.stack = stack_of(im, f[K_FRAMES]);
+    ev->time_ns = t_us * 1000;
+    ev->action = (uint8_t)a;
+    ev->device = d;
+    ev->pool = pytorch_pool(a, ev->size);
+    ev->stack = stack_of(im, f[K_FRAMES]);
     size_t n;
     const char *cc = mt_pv_str(f[K_CC], &n);
     if (cc)
-        ev.category = mt_intern_stringn(&im->in, cc, n);
-    if (im->in.nomem || mt_before_event(im->before, &ev) != 0)
+        ev->category = mt_intern_stringn(&im->in, cc, n);
+    return im->in.nomem ? ifail(im, MEMTRACE_ENOMEM, "out of memory") : 0;
+}
+
+/* The record's second half: kept in its list, fed to what was live before the trace
+ * and to the events written ahead. 0 or MEMTRACE_ENOMEM. */
+static int keep_rec(struct imp *im, const struct rec *r)
+{
+    struct clist *l = list_of(im, r->d);
+    if (!l)
+        return MEMTRACE_ENOMEM;
+    if (r->skip)
+        return put_record(l, r->mt, NULL);
+    if (mt_before_event(im->before, &r->ev) != 0)
+        return MEMTRACE_ENOMEM;
+    spec_add(im, r->d, &r->ev);
+    return put_record(l, r->mt, &r->ev);
+}
+
+static void *back_main(void *arg)
+{
+    struct back *bk = arg;
+    pthread_mutex_lock(&bk->lock);
+    for (;;) {
+        while (!bk->head && !bk->ending)
+            pthread_cond_wait(&bk->cond, &bk->lock);
+        struct rbatch *b = bk->head;
+        if (!b)
+            break;
+        bk->head = b->next;
+        if (!bk->head)
+            bk->tail = NULL;
+        int rc = bk->rc;
+        pthread_mutex_unlock(&bk->lock);
+        for (size_t k = 0; k < b->n && rc == 0; k++)
+            rc = keep_rec(bk->im, &b->r[k]);
+        pthread_mutex_lock(&bk->lock);
+        if (rc && !bk->rc) {
+            bk->rc = rc;
+            atomic_store_explicit(&bk->failed, 1, memory_order_relaxed);
+        }
+        b->n = 0;
+        b->next = bk->pool;
+        bk->pool = b;
+        bk->queued--;
+        pthread_cond_broadcast(&bk->cond);
+    }
+    pthread_mutex_unlock(&bk->lock);
+    return NULL;
+}
+
+/* Starts the second thread (im->back stays NULL if it cannot: the reading thread
+ * keeps the records itself then). */
+static void back_start(struct imp *im)
+{
+    struct back *bk = calloc(1, sizeof(*bk));
+    if (!bk)
+        return;
+    bk->im = im;
+    atomic_init(&bk->failed, 0);
+    pthread_mutex_init(&bk->lock, NULL);
+    pthread_cond_init(&bk->cond, NULL);
+    if (pthread_create(&bk->thread, NULL, back_main, bk) != 0) {
+        pthread_cond_destroy(&bk->cond);
+        pthread_mutex_destroy(&bk->lock);
+        free(bk);
+        return;
+    }
+    im->back = bk;
+}
+
+/* Queues the batch being filled, waiting for room unless at the end. */
+static void back_queue(struct back *bk, int wait)
+{
+    pthread_mutex_lock(&bk->lock);
+    while (wait && bk->queued >= BACK_QUEUE)
+        pthread_cond_wait(&bk->cond, &bk->lock);
+    if (bk->tail)
+        bk->tail->next = bk->cur;
+    else
+        bk->head = bk->cur;
+    bk->tail = bk->cur;
+    bk->cur->next = NULL;
+    bk->cur = NULL;
+    bk->queued++;
+    pthread_cond_broadcast(&bk->cond);
+    pthread_mutex_unlock(&bk->lock);
+}
+
+/* The next record to fill, NULL once the thread has failed or out of memory. */
+static struct rec *back_slot(struct back *bk)
+{
+    if (atomic_load_explicit(&bk->failed, memory_order_relaxed))
+        return NULL;
+    if (!bk->cur) {
+        pthread_mutex_lock(&bk->lock);
+        if ((bk->cur = bk->pool) != NULL)
+            bk->pool = bk->cur->next;
+        pthread_mutex_unlock(&bk->lock);
+        if (!bk->cur && (bk->cur = malloc(sizeof(*bk->cur))) == NULL)
+            return NULL;
+        bk->cur->n = 0;
+    }
+    return &bk->cur->r[bk->cur->n];
+}
+
+/* The record filled goes with the others. */
+static void back_push(struct back *bk)
+{
+    if (++bk->cur->n == BACK_BATCH)
+        back_queue(bk, 1);
+}
+
+/* Waits for the records handed over, ends the thread: 0, or its first error. */
+static int back_finish(struct imp *im)
+{
+    struct back *bk = im->back;
+    if (!bk)
+        return 0;
+    if (bk->cur && bk->cur->n)
+        back_queue(bk, 0);
+    pthread_mutex_lock(&bk->lock);
+    bk->ending = 1;
+    pthread_cond_broadcast(&bk->cond);
+    pthread_mutex_unlock(&bk->lock);
+    pthread_join(bk->thread, NULL);
+    free(bk->cur);
+    while (bk->pool) {
+        struct rbatch *b = bk->pool;
+        bk->pool = b->next;
+        free(b);
+    }
+    pthread_cond_destroy(&bk->cond);
+    pthread_mutex_destroy(&bk->lock);
+    int rc = bk->rc;
+    free(bk);
+    im->back = NULL;
+    return rc;
+}
+
+/* A trace entry of device d into a record of its list: handed to the second thread
+ * while one runs, else kept at once. */
+static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *e)
+{
+    if (im->back) {
+        struct rec *r = back_slot(im->back);
+        if (!r)
+            return MEMTRACE_ENOMEM; /* the read gives up, and the read whole says why */
+        int rc = entry_rec(im, d, k, e, r);
+        if (rc == 0)
+            back_push(im->back);
+        return rc;
+    }
+    struct rec r;
+    if (!list_of(im, d))
         return ifail(im, MEMTRACE_ENOMEM, "out of memory");
-    spec_add(im, d, &ev);
-    return put_record(im, l, mt, &ev);
+    int rc = entry_rec(im, d, k, e, &r);
+    if (rc == 0 && (rc = keep_rec(im, &r)) != 0)
+        rc = ifail(im, rc, "out of memory");
+    return rc;
 }
 
 static int annotation_entry(struct imp *im, size_t k, const struct mt_pv *e)
@@ -714,7 +914,7 @@ static int annotation_entry(struct imp *im, size_t k, const struct mt_pv *e)
     uint64_t mt = entry_time(e);
     if (e->type != MT_PV_DICT || !mt_pv_get(e, "time_us")) {
         im->st->skipped++;
-        return put_record(im, &im->annots, mt, NULL);
+        return put_record(&im->annots, mt, NULL) ? ifail(im, MEMTRACE_ENOMEM, "out of memory") : 0;
     }
     struct memtrace_event ev;
     memset(&ev, 0, sizeof(ev));
@@ -733,7 +933,7 @@ static int annotation_entry(struct imp *im, size_t k, const struct mt_pv *e)
                                        : MEMTRACE_ANNOTATE_MARK;
     const char *name = get_str(e, "name", &n);
     ev.category = mt_intern_stringn(&im->in, name, n);
-    return put_record(im, &im->annots, mt, &ev);
+    return put_record(&im->annots, mt, &ev) ? ifail(im, MEMTRACE_ENOMEM, "out of memory") : 0;
 }
 
 /* The streaming reader's callback: an entry of device_traces[list]. */
@@ -785,17 +985,13 @@ static int write_events(struct imp *im, size_t ndev)
  * are written instead), or an error. */
 static int write_ahead(struct imp *im, const struct mt_before_state *pre, uint64_t t0)
 {
-    struct mt_writer *mem;
     if (!im->spec || spec_flush(im) != 0)
-        return 0;
+        return 0; /* none, or the writing failed: the records are still there */
     uint64_t events = im->spec->events;
-    int rc = mt_wthread_finish(im->spec->t, &mem);
-    im->spec->t = NULL;
+    struct mt_writer *mem = im->spec->mem;
     free(im->spec);
     im->spec = NULL;
-    if (rc != 0)
-        return 0; /* the thread failed: the records are still there */
-    rc = im->in.nomem ? MEMTRACE_ENOMEM : mt_intern_flush(&im->in, im->w);
+    int rc = im->in.nomem ? MEMTRACE_ENOMEM : mt_intern_flush(&im->in, im->w);
     if (rc == 0 && pre->nsegs)
         rc = mt_writer_state(im->w, t0, pre->segs, pre->nsegs);
     if (rc == 0)
@@ -962,6 +1158,24 @@ static void reset(struct imp *im)
     im->t1 = 0;
 }
 
+/* A streaming read of the pickle, the entries' records kept on a second thread where
+ * one starts. */
+static int read_streamed(struct imp *im, const unsigned char *buf, size_t len,
+                         const struct mt_pickle_opts *o, struct mt_pv *root,
+                         struct mt_pickle_error *perr)
+{
+    spec_start(im);
+    back_start(im);
+    int rc = mt_pickle_read(buf, len, o, root, perr);
+    if (back_finish(im) != 0 && rc == 0) {
+        /* out of memory keeping the records: as when the reading thread runs out, the
+         * streaming read gives up (and the read whole says so) */
+        mt_pv_release(root);
+        rc = MT_PICKLE_AGAIN;
+    }
+    return rc;
+}
+
 /* The input mapped (a pickle's values point into it), parsed into *root; a JSON
  * document's tree stays in *json for the values pointing into it. */
 static int parse(struct imp *im, void **map, size_t *maplen, json_t **json, struct mt_pv *root)
@@ -1008,16 +1222,14 @@ static int parse(struct imp *im, void **map, size_t *maplen, json_t **json, stru
                                    .drop_behind = 1,
                                    .one_pass = 1};
         im->st->pickle = 1;
-        spec_start(im);
-        rc = mt_pickle_read(buf, len, &o, root, &perr);
+        rc = read_streamed(im, buf, len, &o, root, &perr);
         if (rc == MT_PICKLE_AGAIN) {
             /* not as a snapshot's pickle usually is, or refused: with the scan */
             reset(im);
             memset(im->err, 0, sizeof(*im->err));
             im->st->skipped = 0;
             o.one_pass = 0;
-            spec_start(im);
-            rc = mt_pickle_read(buf, len, &o, root, &perr);
+            rc = read_streamed(im, buf, len, &o, root, &perr);
         }
         if (rc == MT_PICKLE_AGAIN) {
             /* shaped otherwise than streaming foresaw, or an entry is bad: read whole */
