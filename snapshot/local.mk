@@ -4,7 +4,7 @@
 # writer, and the memtrace CLI links it without the runtime.
 noinst_LTLIBRARIES += libmemtrace_snapshot.la
 libmemtrace_snapshot_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DMEMTRACE_BUILDING
-libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h snapshot/writer_thread.c \
+libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h \
 	snapshot/reader.c snapshot/inflate.c snapshot/inflate.h \
 	snapshot/format.h snapshot/names.c snapshot/addrtab.c snapshot/addrtab.h \
 	snapshot/replay.c snapshot/replay.h \

@@ -91,26 +91,4 @@ void mt_writer_abort(struct mt_writer *w);
 /* Bytes written so far. */
 uint64_t mt_writer_bytes(const struct mt_writer *w);
 
-/* A memory writer (mt_writer_open_mem) fed on a thread of its own: each call below
- * queues a copy of its arguments (the strings' pointers, not their bytes, which must
- * stay as they are until the end) and returns, waiting only while several calls are
- * queued already; the thread makes the chunks. The calls' rules are the writer's; an
- * error shows in the return of a later call and at the end. */
-struct mt_wthread;
-
-/* 0, or MEMTRACE_ENOMEM (no memory, or no thread). */
-int mt_wthread_start(struct mt_wthread **out);
-int mt_wthread_strings(struct mt_wthread *t, uint32_t first_id, size_t n, const char *const *s);
-int mt_wthread_frames(struct mt_wthread *t, uint32_t first_id, size_t n,
-                      const struct mt_frame_rec *f);
-int mt_wthread_stacks(struct mt_wthread *t, uint32_t first_id, size_t n, const uint32_t *parent,
-                      const uint32_t *frame);
-int mt_wthread_events(struct mt_wthread *t, const struct memtrace_event *ev, size_t n);
-/* Waits for the queued calls and ends the thread; t is freed. 0 with *mem the memory
- * writer (for mt_writer_take), or the first error with *mem NULL. */
-int mt_wthread_finish(struct mt_wthread *t, struct mt_writer **mem);
-/* Ends the thread, dropping what is queued and what was written; t is freed. NULL
- * is nothing. */
-void mt_wthread_cancel(struct mt_wthread *t);
-
 #endif

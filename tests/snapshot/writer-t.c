@@ -47,51 +47,54 @@ static void random_event(uint64_t *s, struct memtrace_event *e, const struct mem
 }
 
 /* Writes a random file for seed and reads it back; returns events that differ. */
-/* round_trip's writer: the file's, or (threaded) a memory writer on its own thread
- * whose chunks the file's takes at the end. */
+/* round_trip's writer: the file's, or (in memory) a memory writer whose chunks the
+ * file's takes at the end. */
 struct sink {
     struct mt_writer *w;
-    struct mt_wthread *t;
+    struct mt_writer *mem;
 };
+
+static struct mt_writer *sink_of(struct sink *k)
+{
+    return k->mem ? k->mem : k->w;
+}
 
 static int sink_strings(struct sink *k, uint32_t first, size_t n, const char *const *s)
 {
-    return k->t ? mt_wthread_strings(k->t, first, n, s) : mt_writer_strings(k->w, first, n, s);
+    return mt_writer_strings(sink_of(k), first, n, s);
 }
 
 static int sink_frames(struct sink *k, uint32_t first, size_t n, const struct mt_frame_rec *f)
 {
-    return k->t ? mt_wthread_frames(k->t, first, n, f) : mt_writer_frames(k->w, first, n, f);
+    return mt_writer_frames(sink_of(k), first, n, f);
 }
 
 static int sink_stacks(struct sink *k, uint32_t first, size_t n, const uint32_t *parent,
                        const uint32_t *frame)
 {
-    return k->t ? mt_wthread_stacks(k->t, first, n, parent, frame)
-                : mt_writer_stacks(k->w, first, n, parent, frame);
+    return mt_writer_stacks(sink_of(k), first, n, parent, frame);
 }
 
 static int sink_events(struct sink *k, const struct memtrace_event *ev, size_t n)
 {
-    return k->t ? mt_wthread_events(k->t, ev, n) : mt_writer_events(k->w, ev, n);
+    return mt_writer_events(sink_of(k), ev, n);
 }
 
-/* The threaded sink's chunks into the file, after its META. */
+/* The memory writer's chunks into the file, after its META. */
 static int sink_take(struct sink *k)
 {
-    struct mt_writer *mem;
-    if (!k->t)
+    if (!k->mem)
         return 0;
-    int rc = mt_wthread_finish(k->t, &mem);
-    k->t = NULL;
-    return rc ? rc : mt_writer_take(k->w, mem);
+    int rc = mt_writer_take(k->w, k->mem);
+    k->mem = NULL;
+    return rc;
 }
 
-static void round_trip(uint64_t seed, int threaded)
+static void round_trip(uint64_t seed, int in_memory)
 {
     char path[128];
     snprintf(path, sizeof(path), "%s/random-%llu.memtrace", dir, (unsigned long long)seed);
-    if (threaded)
+    if (in_memory)
         seed += 100;
     uint64_t s = seed * 7919 + 3;
     size_t total = 3000 + rnd_next(&s) % 5000;
@@ -103,7 +106,7 @@ static void round_trip(uint64_t seed, int threaded)
     int chunks = 0, bad_calls = 0;
 
     struct sink sk = {NULL, NULL};
-    if (mt_writer_open(&sk.w, path, 0) != 0 || (threaded && mt_wthread_start(&sk.t) != 0))
+    if (mt_writer_open(&sk.w, path, 0) != 0 || (in_memory && mt_writer_open_mem(&sk.mem) != 0))
         bail_out("cannot create test file");
     struct mt_writer *w = sk.w;
     bad_calls += mt_writer_meta(w, "{\"pid\": 42, \"host\": \"a\"}") != 0;
@@ -157,7 +160,7 @@ static void round_trip(uint64_t seed, int threaded)
     bad_calls += mt_writer_meta(w, "{\"host\": \"b\", \"rank\": 3}") != 0;
     bad_calls += mt_writer_end(w, "{\"events\": 1, \"dropped\": 0, \"overflowed\": 0}") != 0;
     is_int(0, bad_calls, "seed %llu: %d writer calls succeed%s", (unsigned long long)seed, chunks,
-           threaded ? " (tables and events on a thread, into memory, taken after META)" : "");
+           in_memory ? " (tables and events into memory, taken after META)" : "");
 
     struct memtrace_reader *r;
     struct memtrace_errinfo err;
