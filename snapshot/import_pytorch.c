@@ -899,8 +899,6 @@ static int trace_entry(struct imp *im, int32_t d, size_t k, const struct mt_pv *
         return rc;
     }
     struct rec r;
-    if (!list_of(im, d))
-        return ifail(im, MEMTRACE_ENOMEM, "out of memory");
     int rc = entry_rec(im, d, k, e, &r);
     if (rc == 0 && (rc = keep_rec(im, &r)) != 0)
         rc = ifail(im, rc, "out of memory");
