@@ -1319,7 +1319,8 @@ static void runpos_note(struct vm *v, uint64_t id, size_t pos)
 {
     struct omemo *m = v->om;
     if (m->runpos_epoch != v->epoch) {
-        memset(m->runpos, 0, m->nrunpos * sizeof(*m->runpos));
+        if (m->nrunpos) /* (none yet: no array, and memset's pointer may not be NULL) */
+            memset(m->runpos, 0, m->nrunpos * sizeof(*m->runpos));
         m->runpos_epoch = v->epoch;
     }
     if (id >= m->nrunpos) {
