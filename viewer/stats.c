@@ -87,6 +87,7 @@ struct stats {
     struct seg *seg;
     size_t nseg, cap;
     int in_window, nomem, initial;
+    const struct mt_replay *rp; /* for the seeding hook */
 };
 
 /* With st->initial set, a rise is no allocation: memory live before the first event
@@ -224,7 +225,7 @@ static void seg_removed(struct stats *st, const struct mt_replay *rp, uint64_t l
 static void initial(void *ctx, const struct mt_live *e, int is_seg)
 {
     struct stats *st = ctx;
-    st->in_window = 1; /* the hook runs in the replay, whose window may not be open */
+    st->in_window = st->rp->in_window; /* a peak counts inside the window, as the model's */
     st->initial = 1;
     if (is_seg) {
         update(st, S_SEGMENT, e->pool, 1);
@@ -421,6 +422,7 @@ int cli_cmd_stats(int argc, char **argv)
         return CLI_EXIT_FAIL;
     struct stats st;
     memset(&st, 0, sizeof(st));
+    st.rp = rp;
     rp->on_initial = initial;
     rp->on_initial_ctx = &st;
     struct cli_progress prog;
