@@ -51,7 +51,6 @@ int memtrace_dump_snapshot(const char *path)
     size_t n = 0;
     struct mt_table_marks marks = {0};
     struct mt_state_now fin = {0};
-    int have_fin = 0;
     char *m = NULL, *end = NULL;
     int rc = mt_writer_open(&w, path, MT_WRITER_ATOMIC | mt_output_flags());
     if (rc != 0)
@@ -64,7 +63,6 @@ int memtrace_dump_snapshot(const char *path)
      * live before the history's first event (docs/REPLAY.md, rule 0). */
     if ((rc = mt_state_now(&fin)) != 0)
         goto out;
-    have_fin = 1;
     mt_rlock();
     ev = mt_ring_copy(&n);
     mt_runlock();
@@ -78,9 +76,7 @@ int memtrace_dump_snapshot(const char *path)
     for (size_t i = 0; rc == 0 && i < n; i += DUMP_CHUNK_EVENTS)
         rc = mt_writer_events(w, ev + i, n - i < DUMP_CHUNK_EVENTS ? n - i : DUMP_CHUNK_EVENTS);
     if (rc == 0)
-        rc = mt_tables_write(w, &marks);
-    if (rc == 0)
-        rc = mt_writer_state(w, fin.time_ns, fin.segs, fin.n);
+        rc = mt_state_now_write(w, &marks, &fin);
     end = mt_meta_end_json();
     if (rc == 0 && end == NULL)
         rc = MEMTRACE_ENOMEM;
@@ -93,8 +89,7 @@ out:
     if (w != NULL)
         mt_writer_abort(w);
     int e = errno;
-    if (have_fin)
-        mt_state_now_free(&fin);
+    mt_state_now_free(&fin);
     free(ev);
     free(m);
     free(end);

@@ -154,7 +154,11 @@ struct mt_state_now {
 };
 /* Called without the lock. 0 or MEMTRACE_ENOMEM (nothing to free then). */
 MTX_HIDDEN int mt_state_now(struct mt_state_now *s);
+/* Frees what s holds; s may be zeroed (nothing collected). */
 MTX_HIDDEN void mt_state_now_free(struct mt_state_now *s);
+/* Writes s with the tables it needs. 0 or MEMTRACE_E*. */
+MTX_HIDDEN int mt_state_now_write(struct mt_writer *w, struct mt_table_marks *marks,
+                                  const struct mt_state_now *s);
 
 /* ---- the stream (recorder_stream.c) ---- */
 

@@ -135,12 +135,17 @@ void mt_state_now_free(struct mt_state_now *s)
 
 int mt_state_write(struct mt_writer *w, struct mt_table_marks *marks)
 {
-    struct state_buf sb;
-    uint64_t now = mtx_now_ns();
-    state_collect(&sb);
-    int rc = sb.failed ? MEMTRACE_ENOMEM : mt_tables_write(w, marks);
+    struct mt_state_now s;
+    int rc = mt_state_now(&s);
     if (rc == 0)
-        rc = mt_writer_state(w, now, sb.segs, sb.n);
-    state_free(&sb);
+        rc = mt_state_now_write(w, marks, &s);
+    mt_state_now_free(&s);
     return rc;
+}
+
+int mt_state_now_write(struct mt_writer *w, struct mt_table_marks *marks,
+                       const struct mt_state_now *s)
+{
+    int rc = mt_tables_write(w, marks);
+    return rc ? rc : mt_writer_state(w, s->time_ns, s->segs, s->n);
 }
