@@ -146,6 +146,32 @@ void mt_addrtab_remove(struct mt_addrtab *t, void *e)
     }
 }
 
+static int by_key(const void *a, const void *b)
+{
+    uint64_t x = (*(const struct mt_addrtab_head *const *)a)->key;
+    uint64_t y = (*(const struct mt_addrtab_head *const *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+int mt_addrtab_sorted(const struct mt_addrtab *t, void ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (t->n == 0)
+        return 0;
+    void **v = malloc(t->n * sizeof(*v));
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        void *e = mt_addrtab_at(t, i);
+        if (e)
+            v[(*n)++] = e;
+    }
+    qsort(v, *n, sizeof(*v), by_key);
+    *out = v;
+    return 0;
+}
+
 void mt_addrtab_free(struct mt_addrtab *t)
 {
     free(t->slots);

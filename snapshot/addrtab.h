@@ -59,6 +59,10 @@ static inline void *mt_addrtab_at(const struct mt_addrtab *t, size_t i)
     return h->used ? h : NULL;
 }
 
+/* The live entries, sorted by key, into a new array *out (free it) of *n; NULL and 0
+ * when the table is empty. 0, or -1 when out of memory. */
+int mt_addrtab_sorted(const struct mt_addrtab *t, void ***out, size_t *n);
+
 /* Gives the slots back; the table is empty and usable again. */
 void mt_addrtab_free(struct mt_addrtab *t);
 

@@ -138,8 +138,8 @@ int mt_before_event(struct mt_before *b, const struct memtrace_event *ev)
             mt_addrtab_remove(&d->live, e);
             return 0;
         }
-        if (mt_addrtab_find(&d->pre, ev->addr))
-            return 0; /* freed once already: an unmatched free, as the replay says */
+        /* a block found before keeps what it was found with: freed once already, this
+         * is an unmatched free, as the replay says */
         return add_block(d, ev->addr, ev->size, ev->requested_size, ev->stack, 0);
     case MEMTRACE_SEGMENT_ALLOC:
     case MEMTRACE_SEGMENT_MAP: {
@@ -155,49 +155,21 @@ int mt_before_event(struct mt_before *b, const struct memtrace_event *ev)
             mt_addrtab_remove(&d->segs, e);
             return 0;
         }
-        if (mt_addrtab_find(&d->preseg, ev->addr))
-            return 0;
         {
             struct pseg *s = mt_addrtab_get(&d->preseg, ev->addr, &existed);
             if (!s)
                 return MEMTRACE_ENOMEM;
-            s->size = ev->size;
-            s->stream = ev->stream;
-            s->pool = ev->pool;
-            s->is_large = 1;
+            if (!existed) {
+                s->size = ev->size;
+                s->stream = ev->stream;
+                s->pool = ev->pool;
+                s->is_large = 1;
+            }
         }
         return 0;
     default:
         return 0;
     }
-}
-
-static int by_key(const void *a, const void *b)
-{
-    uint64_t x = (*(const struct mt_addrtab_head *const *)a)->key;
-    uint64_t y = (*(const struct mt_addrtab_head *const *)b)->key;
-    return x < y ? -1 : x > y;
-}
-
-/* The live entries of t, sorted by address; NULL and *n 0 when empty or out of
- * memory (*nomem set). */
-static void **sorted(const struct mt_addrtab *t, size_t *n, int *nomem)
-{
-    *n = 0;
-    if (t->n == 0)
-        return NULL;
-    void **v = malloc(t->n * sizeof(*v));
-    if (!v) {
-        *nomem = 1;
-        return NULL;
-    }
-    for (size_t i = 0; i < t->cap; i++) {
-        void *e = mt_addrtab_at(t, i);
-        if (e)
-            v[(*n)++] = e;
-    }
-    qsort(v, *n, sizeof(*v), by_key);
-    return v;
 }
 
 /* Whether a segment the trace made and left live overlaps [addr, addr + size): the
@@ -231,11 +203,9 @@ int mt_before_state(struct mt_before *b, const struct memtrace_segment *final, s
         struct dev *d = dev_of(b, g->device);
         if (!d)
             return MEMTRACE_ENOMEM;
-        if (d->live_sorted == NULL && d->segs.n) {
-            d->live_sorted = sorted(&d->segs, &d->nlive_sorted, &nomem);
-            if (nomem)
-                return MEMTRACE_ENOMEM;
-        }
+        if (d->live_sorted == NULL && d->segs.n &&
+            mt_addrtab_sorted(&d->segs, &d->live_sorted, &d->nlive_sorted) != 0)
+            return MEMTRACE_ENOMEM;
         if (!overlaps_live(d->live_sorted, d->nlive_sorted, g->addr, g->total_size)) {
             struct pseg *s = mt_addrtab_get(&d->preseg, g->addr, NULL);
             if (!s)
@@ -275,8 +245,11 @@ int mt_before_state(struct mt_before *b, const struct memtrace_segment *final, s
     }
     for (size_t k = 0; k < b->ndev && !nomem; k++) {
         struct dev *d = &b->dev[k];
-        size_t ns, nb, j = 0;
-        void **sv = sorted(&d->preseg, &ns, &nomem), **bv = sorted(&d->pre, &nb, &nomem);
+        size_t ns = 0, nb = 0, j = 0;
+        void **sv = NULL, **bv = NULL;
+        if (mt_addrtab_sorted(&d->preseg, &sv, &ns) != 0 ||
+            mt_addrtab_sorted(&d->pre, &bv, &nb) != 0)
+            nomem = 1;
         for (size_t i = 0; i < ns && !nomem; i++) {
             const struct pseg *s = sv[i];
             struct memtrace_segment *g = &out->segs[out->nsegs++];

@@ -61,30 +61,20 @@ struct seg {
     uint64_t allocated, pending, free, gap;
 };
 
-static int live_cmp(const void *pa, const void *pb)
-{
-    const struct mt_live *a = *(const struct mt_live *const *)pa;
-    const struct mt_live *b = *(const struct mt_live *const *)pb;
-    return a->head.key < b->head.key ? -1 : a->head.key > b->head.key;
-}
-
 /* The live entries of t sorted by address (counted ones only: what the filter
  * keeps). NULL with *n 0 when there are none; -1 when out of memory. */
 static int sorted(const struct mt_addrtab *t, const struct mt_live ***out, size_t *n)
 {
+    void **all;
+    size_t m;
     *out = NULL;
     *n = 0;
-    if (t->n == 0)
-        return 0;
-    const struct mt_live **v = malloc(t->n * sizeof(*v));
-    if (!v)
+    if (mt_addrtab_sorted(t, &all, &m) != 0)
         return -1;
-    for (size_t i = 0; i < t->cap; i++) {
-        const struct mt_live *e = mt_addrtab_at(t, i);
-        if (e && e->counted)
-            v[(*n)++] = e;
-    }
-    qsort(v, *n, sizeof(*v), live_cmp);
+    const struct mt_live **v = (const struct mt_live **)all;
+    for (size_t k = 0; k < m; k++)
+        if (v[k]->counted)
+            v[(*n)++] = v[k];
     *out = v;
     return 0;
 }
