@@ -150,22 +150,17 @@ static int export_folded(const char *path, unsigned flags, const struct mt_filte
         mt_replay_close(rp);
         return rc;
     }
-    uint32_t cap = 64, *frames = malloc(cap * sizeof(*frames));
-    for (size_t s = 0; frames && s < rp->block_stacks.n; s++) {
+    uint32_t *frames = NULL;
+    int cap = 0, nomem = 0;
+    for (size_t s = 0; s < rp->block_stacks.n; s++) {
         const struct mt_tally *t = &rp->block_stacks.t[s];
         if (t->alloc_bytes == 0)
             continue;
-        int depth = memtrace_reader_stack(rp->r, (uint32_t)s, frames, (int)cap);
-        if ((uint32_t)depth > cap) {
-            uint32_t *more = realloc(frames, (size_t)depth * sizeof(*more));
-            if (!more)
-                break;
-            frames = more;
-            cap = (uint32_t)depth;
-            depth = memtrace_reader_stack(rp->r, (uint32_t)s, frames, (int)cap);
+        int depth = mt_export_stack(rp->r, (uint32_t)s, flags, &frames, &cap);
+        if (depth < 0) {
+            nomem = 1;
+            break;
         }
-        if (!(flags & MT_EXPORT_ALL_FRAMES))
-            depth = mt_stack_shown(rp->r, frames, depth, NULL);
         if (depth == 0)
             fputs("[no stack]", out);
         for (int k = depth - 1; k >= 0; k--) {
@@ -179,15 +174,29 @@ static int export_folded(const char *path, unsigned flags, const struct mt_filte
         fprintf(out, " %" PRIu64 "\n", t->alloc_bytes);
         st->written++;
     }
-    if (!frames) {
-        mt_replay_close(rp);
+    free(frames);
+    mt_replay_close(rp);
+    if (nomem) {
         err->code = MEMTRACE_ENOMEM;
         snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
         return MEMTRACE_ENOMEM;
     }
-    free(frames);
-    mt_replay_close(rp);
     return out_failed(out, path, err);
+}
+
+int mt_export_stack(const struct memtrace_reader *r, uint32_t stack, unsigned flags, uint32_t **buf,
+                    int *cap)
+{
+    int depth = memtrace_reader_stack(r, stack, *buf, *cap);
+    if (depth > *cap) {
+        uint32_t *more = realloc(*buf, (size_t)depth * sizeof(*more));
+        if (!more)
+            return -1;
+        *buf = more;
+        *cap = depth;
+        depth = memtrace_reader_stack(r, stack, *buf, *cap);
+    }
+    return flags & MT_EXPORT_ALL_FRAMES ? depth : mt_stack_shown(r, *buf, depth, NULL);
 }
 
 static void csv_str(FILE *out, const char *s)

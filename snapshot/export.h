@@ -63,6 +63,11 @@ int mt_export_speedscope(const char *path, unsigned flags, const struct mt_filte
  * else the module. */
 const char *mt_export_frame_name(char *buf, size_t size, const struct memtrace_frame *fr);
 const char *mt_export_frame_file(const struct memtrace_frame *fr);
+/* The frame ids of stack, innermost first, into *buf (grown as needed; NULL and 0 to
+ * start): those frames.h shows, or all with MT_EXPORT_ALL_FRAMES in flags. Their
+ * number, or -1 when out of memory. */
+int mt_export_stack(const struct memtrace_reader *r, uint32_t stack, unsigned flags, uint32_t **buf,
+                    int *cap);
 /* Writes s as a JSON string literal. */
 void mt_export_json_str(FILE *out, const char *s);
 /* Copies the reader's error (or a generic one) into err and returns its code. */

@@ -562,8 +562,9 @@ out:
     return rc;
 }
 
-static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_peak, unsigned flags,
-                    uint32_t nframes, uint32_t **fbuf, int *fcap)
+/* One sampled profile; 0, or -1 when out of memory. */
+static int profile(FILE *out, struct mt_replay *rp, const char *name, int at_peak, unsigned flags,
+                   uint32_t nframes, uint32_t **fbuf, int *fcap)
 {
     uint64_t total = 0;
     for (size_t s = 0; s < rp->block_stacks.n; s++) {
@@ -593,19 +594,9 @@ static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_pe
                 fprintf(out, "%" PRIu64, bytes);
                 continue;
             }
-            int depth = memtrace_reader_stack(rp->r, (uint32_t)s, *fbuf, *fcap);
-            if (depth > *fcap) {
-                uint32_t *f = realloc(*fbuf, (size_t)depth * sizeof(*f));
-                if (f) {
-                    *fbuf = f;
-                    *fcap = depth;
-                }
-                depth = memtrace_reader_stack(rp->r, (uint32_t)s, *fbuf, *fcap);
-            }
-            if (depth > *fcap)
-                depth = *fcap; /* out of memory: the innermost frames */
-            if (!(flags & MT_EXPORT_ALL_FRAMES))
-                depth = mt_stack_shown(rp->r, *fbuf, depth, NULL);
+            int depth = mt_export_stack(rp->r, (uint32_t)s, flags, fbuf, fcap);
+            if (depth < 0)
+                return -1;
             fputc('[', out);
             if (depth == 0)
                 fprintf(out, "%" PRIu32, nframes); /* the "[no stack]" frame */
@@ -615,6 +606,7 @@ static void profile(FILE *out, struct mt_replay *rp, const char *name, int at_pe
         }
     }
     fputs("]}", out);
+    return 0;
 }
 
 int mt_export_speedscope(const char *path, unsigned flags, const struct mt_filter *f, FILE *out,
@@ -657,12 +649,19 @@ int mt_export_speedscope(const char *path, unsigned flags, const struct mt_filte
           out);
     uint32_t *fbuf = NULL;
     int fcap = 0;
-    profile(out, rp, "bytes allocated", 0, flags, nframes, &fbuf, &fcap);
-    fputc(',', out);
-    profile(out, rp, "bytes live at the peak", 1, flags, nframes, &fbuf, &fcap);
+    rc = profile(out, rp, "bytes allocated", 0, flags, nframes, &fbuf, &fcap);
+    if (rc == 0) {
+        fputc(',', out);
+        rc = profile(out, rp, "bytes live at the peak", 1, flags, nframes, &fbuf, &fcap);
+    }
     fputs("]}\n", out);
     free(fbuf);
-    st->written = 2;
     mt_replay_close(rp);
+    if (rc) {
+        err->code = MEMTRACE_ENOMEM;
+        snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
+        return MEMTRACE_ENOMEM;
+    }
+    st->written = 2;
     return 0;
 }
