@@ -13,6 +13,11 @@ tests_libtrace_cache_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_libtrace_cache_config_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_libtrace_cache_random_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 tests_libtrace_cache_threads_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
+# A stream opened while the allocator holds memory, replayed by the model.
+check_PROGRAMS += tests/libtrace/stream_before-t
+TESTS += tests/libtrace/stream_before-t
+tests_libtrace_stream_before_t_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/snapshot
+tests_libtrace_stream_before_t_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)
 
 noinst_PROGRAMS += bench/cache_bench
 bench_cache_bench_LDADD = libmemtrace_core.la $(MEMTRACE_DEPLIBS)

@@ -138,7 +138,9 @@ MEMTRACE_API void memtrace_options_init(struct memtrace_options *o);
  * kept for memtrace_dump_snapshot() until the next start. Returns MEMTRACE_EINVAL
  * for an option out of range, MEMTRACE_EIO if the stream cannot be created (errno
  * kept): it is created mode 0600, never through a symbolic link, and never over an
- * existing file (EEXIST) unless the environment has MEMTRACE_OVERWRITE=1. */
+ * existing file (EEXIST) unless the environment has MEMTRACE_OVERWRITE=1. A stream
+ * opened while the state providers hold memory begins with that state, so that its
+ * replay starts from what was live (this call collects it from the providers). */
 MEMTRACE_API int memtrace_record_history(const struct memtrace_options *o);
 
 /* In a child made by fork(), recording is stopped, the history is empty and the

@@ -165,14 +165,18 @@ int memtrace_record_history(const struct memtrace_options *o)
         mt_ring_reset();
     else
         mt_ring_trim();
+    int opened = 0;
     if (o->stream_path != NULL && !mt_rec.streaming) {
         mt_runlock();
         rc = mt_stream_start(o->stream_path); /* takes no lock until the thread runs */
+        opened = rc == 0;
         mt_rlock();
     }
     if (rc == 0)
         atomic_store(&mt_rec.recording, 1);
     mt_runlock();
+    if (opened)
+        mt_stream_write_before();
     return rc;
 }
 

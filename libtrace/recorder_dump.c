@@ -5,7 +5,6 @@
 
 #include "recorder_impl.h"
 
-#include "before.h"
 #include "memtrace.h"
 #include "writer.h"
 
@@ -15,26 +14,6 @@
 #include <unistd.h>
 
 #define DUMP_CHUNK_EVENTS 65536u
-
-/* The state of what was live before the first of the n events ev, found from them
- * and the state fin as an import finds it (snapshot/before.c), written when
- * there is one. 0 or MEMTRACE_E*. */
-static int write_before(struct mt_writer *w, const struct memtrace_event *ev, size_t n,
-                        const struct mt_state_now *fin)
-{
-    struct mt_before *b = mt_before_new();
-    struct mt_before_state pre = {0};
-    int rc = b ? 0 : MEMTRACE_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = mt_before_event(b, &ev[i]);
-    if (rc == 0)
-        rc = mt_before_state(b, fin->segs, fin->n, &pre);
-    if (rc == 0 && pre.nsegs)
-        rc = mt_writer_state(w, ev[0].time_ns, pre.segs, pre.nsegs);
-    mt_before_state_free(&pre);
-    mt_before_free(b);
-    return rc;
-}
 
 int memtrace_dump_snapshot(const char *path)
 {
@@ -72,7 +51,7 @@ int memtrace_dump_snapshot(const char *path)
     }
     rc = mt_tables_write(w, &marks);
     if (rc == 0 && n > 0)
-        rc = write_before(w, ev, n, &fin);
+        rc = mt_state_before_write(w, &marks, ev, n, &fin);
     for (size_t i = 0; rc == 0 && i < n; i += DUMP_CHUNK_EVENTS)
         rc = mt_writer_events(w, ev + i, n - i < DUMP_CHUNK_EVENTS ? n - i : DUMP_CHUNK_EVENTS);
     if (rc == 0)

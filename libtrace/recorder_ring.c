@@ -37,6 +37,7 @@ static struct {
     uint32_t head_off;
     size_t hcount;
     uint64_t recorded, dropped;
+    uint64_t unstored; /* kept events that no chunk could be found for */
     int overflowed;
 } H;
 
@@ -114,6 +115,7 @@ static int history_append_slow(const struct memtrace_event *ev)
         struct hchunk *c = hchunk_new();
         if (c == NULL) {
             H.dropped++;
+            H.unstored++;
             H.overflowed = 1;
             return -1;
         }
@@ -159,7 +161,7 @@ static inline int history_append(const struct memtrace_event *ev)
 void mt_ring_reset(void)
 {
     history_free();
-    H.recorded = H.dropped = 0;
+    H.recorded = H.dropped = H.unstored = 0;
     H.overflowed = 0;
 }
 
@@ -182,6 +184,41 @@ struct memtrace_event *mt_ring_copy(size_t *n)
         k += c->n - off;
     }
     return out;
+}
+
+struct mt_ring_mark mt_ring_mark(void)
+{
+    return (struct mt_ring_mark){H.recorded, H.unstored};
+}
+
+int mt_ring_copy_since(struct mt_ring_mark since, struct memtrace_event **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint64_t want = H.recorded - since.recorded;
+    if (H.unstored != since.unstored || want > H.hcount)
+        return 1;
+    struct memtrace_event *e = malloc((want ? want : 1) * sizeof *e);
+    if (e == NULL)
+        return MEMTRACE_ENOMEM;
+    /* The newest `want` events: skip the others from the oldest on. */
+    size_t skip = H.hcount - (size_t)want, k = 0;
+    uint32_t off = H.head_off;
+    for (struct hchunk *c = H.head; c != NULL && k < want; c = c->next, off = 0) {
+        size_t have = c->n - off;
+        if (skip >= have) {
+            skip -= have;
+            continue;
+        }
+        off += (uint32_t)skip;
+        have -= skip;
+        skip = 0;
+        memcpy(e + k, c->ev + off, have * sizeof *e);
+        k += have;
+    }
+    *out = e;
+    *n = (size_t)want;
+    return 0;
 }
 
 int mt_ring_set_busy(int busy)
@@ -254,7 +291,8 @@ static __attribute__((noinline)) int locked_only(struct memtrace_event *ev, memt
 static inline __attribute__((always_inline)) int record_batch(struct memtrace_event *ev, size_t n,
                                                               memtrace_locked_fn fn, void *ctx)
 {
-    int recording = atomic_load_explicit(&mt_rec.recording, memory_order_relaxed);
+    /* Acquire: the options, set before recording began, are read without the lock. */
+    int recording = atomic_load_explicit(&mt_rec.recording, memory_order_acquire);
     if (!recording && fn == NULL)
         return MEMTRACE_ESTATE;
     if (ev == NULL && n > 0)
@@ -321,7 +359,8 @@ uint32_t mt_record_block(const struct mt_block_event *f, int freed)
     int action = freed ? MEMTRACE_FREE_REQUESTED : f->action;
     uint32_t bits =
         freed ? 1u << MEMTRACE_FREE_REQUESTED | 1u << MEMTRACE_FREE_COMPLETED : 1u << action;
-    if (!atomic_load_explicit(&mt_rec.recording, memory_order_relaxed) || tls_busy)
+    /* Acquire: the options, set before recording began, are read without the lock. */
+    if (!atomic_load_explicit(&mt_rec.recording, memory_order_acquire) || tls_busy)
         return 0;
     bits &= ~mt_rec.skip_actions;
     if (bits == 0)

@@ -5,7 +5,14 @@
  * Recording threads fill one buffer while the writer encodes the other; a full
  * buffer is handed over at once, a partial one flush_ms / 2 after its first event,
  * so that it is on disk within flush_ms of it. If the writer falls behind, a
- * recording thread waits for it rather than dropping events. */
+ * recording thread waits for it rather than dropping events.
+ *
+ * A stream opened while memory is in use begins with the state of what was live
+ * before its first event (docs/REPLAY.md, rule 0). The thread that opens it finds
+ * that state from the providers and the events recorded meanwhile, and writes it;
+ * until then the writer thread keeps copies of the buffers it is handed instead of
+ * writing them. It must not wait instead: a recording thread waiting for room may
+ * hold the allocator's lock that a provider needs. */
 #include "config.h"
 
 #include "recorder_impl.h"
@@ -34,7 +41,18 @@ static pthread_t writer_thread;
 static int stream_error;
 static struct mt_table_marks stream_marks;
 static uint64_t stream_meta_gen;
-static uint32_t frames_ahead; /* frames symbolized while no flush was due */
+static uint32_t frames_ahead;           /* frames symbolized while no flush was due */
+static struct mt_ring_mark stream_mark; /* the history when the stream opened */
+static int before_done;                 /* guarded by the lock */
+
+/* Buffers handed over before the state before the events was written (the writer
+ * thread's alone). */
+struct held {
+    struct held *next;
+    size_t n;
+    struct memtrace_event ev[];
+};
+static struct held *held_head, **held_tail = &held_head;
 
 static void futex_wake_all(atomic_uint *word)
 {
@@ -106,6 +124,46 @@ static int stream_write_buffer(const struct memtrace_event *ev, size_t n)
     return rc;
 }
 
+/* Keeps a copy of a buffer until the state before the stream's events is written. */
+static int hold(const struct memtrace_event *ev, size_t n)
+{
+    struct held *h = malloc(sizeof *h + n * sizeof *ev);
+    if (h == NULL)
+        return MEMTRACE_ENOMEM;
+    h->next = NULL;
+    h->n = n;
+    memcpy(h->ev, ev, n * sizeof *ev);
+    *held_tail = h;
+    held_tail = &h->next;
+    return 0;
+}
+
+/* Writes the buffers held, oldest first, and frees them. */
+static int write_held(void)
+{
+    int rc = 0;
+    while (held_head != NULL) {
+        struct held *h = held_head;
+        held_head = h->next;
+        if (rc == 0 && !stream_error)
+            rc = stream_write_buffer(h->ev, h->n);
+        free(h);
+    }
+    held_tail = &held_head;
+    return rc;
+}
+
+/* Called with the lock, after a write failed: the first error stops the stream's
+ * writes, and is told once. */
+static void stream_failed(int rc, int e)
+{
+    if (rc == 0 || stream_error)
+        return;
+    stream_error = rc;
+    mtx_log("stream write failed (%s); recording goes on in memory only",
+            rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
+}
+
 /* Called with the lock: how long the writer may sleep before it must hand the
  * buffer being filled to the file. A flush starts at most flush_ms / 2 after the
  * buffer's first event, so that the write has the other half of the interval to
@@ -139,6 +197,16 @@ static void *stream_main(void *arg)
             rwait(&mt_rec.work, 0);
             continue;
         }
+        if (before_done && held_head != NULL) {
+            writer_rest(1);
+            mt_runlock();
+            int rc = write_held();
+            int e = errno;
+            mt_rlock();
+            writer_rest(0);
+            stream_failed(rc, e);
+            continue;
+        }
         if (!mt_rec.writer_busy && !mt_rec.stopping) {
             unsigned ms = stream_wait_ms();
             if (ms > 0 && mt_rec.nbuf[mt_rec.cur] > 0 && mt_frame_count() > frames_ahead) {
@@ -167,17 +235,18 @@ static void *stream_main(void *arg)
         if (mt_rec.forking)
             continue; /* a fork began while the writer waited: it goes first */
         if (mt_rec.writer_busy) {
+            int before = before_done;
             writer_rest(1);
             mt_runlock();
-            int rc = stream_error ? 0 : stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
+            int rc;
+            if (!before)
+                rc = hold(mt_rec.buf[full], mt_rec.nbuf[full]);
+            else
+                rc = stream_error ? 0 : stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
             int e = errno;
             mt_rlock();
             writer_rest(0);
-            if (rc != 0 && !stream_error) {
-                stream_error = rc;
-                mtx_log("stream write failed (%s); recording goes on in memory only",
-                        rc == MEMTRACE_EIO ? strerror(e) : memtrace_strerror(rc));
-            }
+            stream_failed(rc, e);
             mt_rec.nbuf[full] = 0;
             mt_rec.writer_busy = 0;
             atomic_fetch_add_explicit(&mt_rec.space, 1, memory_order_relaxed);
@@ -185,8 +254,11 @@ static void *stream_main(void *arg)
                 futex_wake_all(&mt_rec.space);
             continue;
         }
-        if (stopping && mt_rec.nbuf[mt_rec.cur] == 0)
-            break;
+        if (stopping && mt_rec.nbuf[mt_rec.cur] == 0) {
+            if (before_done)
+                break; /* nothing is held: that was written first */
+            rwait(&mt_rec.work, 0);
+        }
     }
     writer_rest(1); /* the thread's end frees memory: active until it is joined */
     mt_runlock();
@@ -265,8 +337,10 @@ int mt_stream_start(const char *path)
     stream_error = 0;
     mt_rlock();
     mt_rec.writer_active = 1; /* from its creation: see writer_rest */
-    mt_runlock();
+    stream_mark = mt_ring_mark();
+    before_done = 0;
     mt_rec.streaming = 1;
+    mt_runlock();
     /* The writer thread takes no signal meant for the program, and a write past
      * RLIMIT_FSIZE fails there with EFBIG, like a full disk, instead of raising
      * SIGXFSZ, which would kill the process. */
@@ -278,14 +352,46 @@ int mt_stream_start(const char *path)
     if (created != 0) {
         mt_rlock();
         writer_rest(0);
-        mt_runlock();
         mt_rec.streaming = 0;
+        mt_runlock();
         writer = NULL;
         mt_writer_abort(w);
         unlink(path);
         return MEMTRACE_ENOMEM;
     }
     return 0;
+}
+
+void mt_stream_write_before(void)
+{
+    struct mt_state_now fin;
+    struct memtrace_event *ev = NULL;
+    size_t n = 0;
+    int rc = mt_state_now(&fin);
+    if (rc == 0) {
+        mt_rlock();
+        rc = mt_ring_copy_since(stream_mark, &ev, &n);
+        mt_runlock();
+    }
+    int e = 0;
+    if (rc == 0) {
+        struct mt_xfsz x;
+        mt_xfsz_hold(&x);
+        rc = mt_state_before_write(writer, &stream_marks, ev, n, &fin);
+        e = errno;
+        mt_xfsz_release(&x);
+    }
+    free(ev);
+    mt_state_now_free(&fin);
+    if (rc == 1)
+        mtx_log("more events than the history keeps (max_entries) came while the stream "
+                "opened: it does not say what was live before them");
+    mt_rlock();
+    if (rc < 0)
+        stream_failed(rc, e);
+    before_done = 1;
+    rsignal(&mt_rec.work);
+    mt_runlock();
 }
 
 /* Called with the lock, for the first event of an empty buffer: the writer's
@@ -342,5 +448,7 @@ void mt_stream_atfork_child(void)
         mtx_unmap(mt_rec.buf[0], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
         mtx_unmap(mt_rec.buf[1], MT_STREAM_BUF_EVENTS * sizeof(struct memtrace_event));
         mt_rec.buf[0] = mt_rec.buf[1] = NULL;
+        held_head = NULL; /* the parent's copies, left to the child's heap */
+        held_tail = &held_head;
     }
 }

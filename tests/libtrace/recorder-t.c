@@ -450,7 +450,7 @@ static void test_stream_and_dump(void)
         recorder_test_alloc_site();
     is_int(0, memtrace_dump_snapshot(dump), "dump while streaming");
     memtrace_record_history(NULL);
-    is_int(2, pc.calls, "provider called for the dump and the stream's end");
+    is_int(3, pc.calls, "provider called as the stream opened, for the dump and at its end");
     /* The stream has the allocs and the snapshot marker; its history ring is capped. */
     read_back(stream, "stream", 150001, 1);
     read_back(dump, "dump", 100000, 1);

@@ -1,0 +1,153 @@
+/* stream_before-t: a stream opened while the caching allocator holds memory begins
+ * with what was live then (docs/REPLAY.md, rule 0), so that its replay ends where the
+ * allocator stands: no free of an unknown block, the same bytes allocated and
+ * reserved. Once with one thread, once with threads allocating and freeing while the
+ * stream opens. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "memtrace.h"
+#include "memtrace_alloc.h"
+#include "memtrace_device.h"
+#include "replay.h"
+#include "tests/tap.h"
+
+#define THREADS 3
+#define SLOTS   32
+
+static struct memtrace_allocator *a;
+static struct memtrace_device *d;
+static atomic_int stop;
+static int failures[THREADS];
+
+static void start_stream(const char *path)
+{
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    o.context = MEMTRACE_CONTEXT_NONE;
+    o.stream_path = path;
+    if (memtrace_record_history(&o) != 0)
+        bail_out("cannot start a stream");
+}
+
+static void add_initial(void *ctx, const struct mt_live *e, int is_seg)
+{
+    uint64_t *bytes = ctx;
+    if (!is_seg)
+        *bytes += e->size;
+}
+
+/* Replays path; checks it against the allocator's figures now. */
+static void check_replay(const char *path, const char *what, uint64_t initial_at_least)
+{
+    struct mt_replay *rp;
+    struct memtrace_errinfo err;
+    if (mt_replay_open(&rp, path, NULL, &err) != 0) {
+        ok(0, "%s: the stream opens (%s)", what, err.text);
+        skip(4, "no file");
+        return;
+    }
+    uint64_t initial = 0;
+    rp->on_initial = add_initial;
+    rp->on_initial_ctx = &initial;
+    int rc = mt_replay_run(rp);
+    struct memtrace_alloc_stats st;
+    memtrace_alloc_get_stats(a, &st);
+    ok(rc == 0 && !mt_replay_truncated(rp), "%s: the stream replays whole", what);
+    ok(initial >= initial_at_least,
+       "%s: it begins with the blocks live when it opened (%llu bytes, at least %llu)", what,
+       (unsigned long long)initial, (unsigned long long)initial_at_least);
+    is_int(0, (int64_t)rp->unmatched_frees.count, "%s: no free of an unknown block", what);
+    is_int(st.allocated_bytes[0].current, (int64_t)rp->allocated.cur,
+           "%s: it ends with the bytes the allocator has allocated", what);
+    is_int(st.reserved_bytes[0].current, (int64_t)rp->reserved.cur,
+           "%s: and with the bytes it has reserved", what);
+    mt_replay_close(rp);
+}
+
+static void test_one_thread(const char *path)
+{
+    uint64_t held[10], extra[2];
+    uint64_t bytes = 0;
+    for (int i = 0; i < 10; i++) {
+        size_t size = i % 2 ? 1u << 20 : 3000u * (unsigned)(i + 1);
+        if (memtrace_alloc_malloc(a, size, NULL, &held[i]) != 0)
+            bail_out("an allocation before the stream failed");
+    }
+    struct memtrace_alloc_stats st;
+    memtrace_alloc_get_stats(a, &st);
+    bytes = (uint64_t)st.allocated_bytes[0].current;
+    start_stream(path);
+    for (int i = 0; i < 3; i++)
+        memtrace_alloc_free(a, held[i]);
+    for (int i = 0; i < 2; i++)
+        memtrace_alloc_malloc(a, 5000, NULL, &extra[i]);
+    memtrace_record_history(NULL);
+    check_replay(path, "one thread", bytes);
+    for (int i = 3; i < 10; i++)
+        memtrace_alloc_free(a, held[i]);
+    for (int i = 0; i < 2; i++)
+        memtrace_alloc_free(a, extra[i]);
+}
+
+static void *churn(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    uint64_t held[SLOTS] = {0};
+    uint64_t x = (uint64_t)t * 2654435761u + 17;
+    for (unsigned i = 0; !atomic_load(&stop) || i < 2 * SLOTS; i++) {
+        unsigned slot = i % SLOTS;
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        if (held[slot] && memtrace_alloc_free(a, held[slot]))
+            failures[t]++;
+        held[slot] = 0;
+        if (memtrace_alloc_malloc(a, (x >> 33) % (512u << 10) + 1, NULL, &held[slot]))
+            failures[t]++;
+    }
+    /* Half is left live: the stream ends with memory in use (the allocator's
+     * destruction gives it back). */
+    for (unsigned i = 0; i < SLOTS; i += 2)
+        if (held[i] && memtrace_alloc_free(a, held[i]))
+            failures[t]++;
+    return NULL;
+}
+
+static void test_threads(const char *path)
+{
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&th[i], NULL, churn, (void *)(intptr_t)i);
+    usleep(20000);
+    start_stream(path);
+    usleep(50000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    memtrace_record_history(NULL);
+    int bad = 0;
+    for (int i = 0; i < THREADS; i++)
+        bad += failures[i];
+    is_int(0, bad, "threads: every malloc and free succeeded");
+    check_replay(path, "threads", 0);
+}
+
+int main(void)
+{
+    if (memtrace_device_open_host(&d, 8ull << 30) || memtrace_alloc_create(&a, d))
+        skip_all("no host device");
+    char one[] = "/tmp/stream_before-t-XXXXXX", many[] = "/tmp/stream_before-t-XXXXXX";
+    close(mkstemp(one));
+    unlink(one); /* the name only: the recorder creates files, never reuses them */
+    close(mkstemp(many));
+    unlink(many);
+    test_one_thread(one);
+    test_threads(many);
+    unlink(one);
+    unlink(many);
+    memtrace_alloc_destroy(a);
+    memtrace_device_close(d);
+    done_testing();
+    return exit_status();
+}
