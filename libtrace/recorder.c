@@ -176,7 +176,7 @@ int memtrace_record_history(const struct memtrace_options *o)
         atomic_store(&mt_rec.recording, 1);
     mt_runlock();
     if (opened)
-        mt_stream_write_before();
+        mt_stream_collect_before();
     return rc;
 }
 

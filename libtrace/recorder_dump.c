@@ -5,6 +5,7 @@
 
 #include "recorder_impl.h"
 
+#include "before.h"
 #include "memtrace.h"
 #include "writer.h"
 
@@ -50,8 +51,15 @@ int memtrace_dump_snapshot(const char *path)
         goto out;
     }
     rc = mt_tables_write(w, &marks);
-    if (rc == 0 && n > 0)
-        rc = mt_state_before_write(w, &marks, ev, n, &fin);
+    if (rc == 0 && n > 0) {
+        struct mt_before *b = mt_before_new();
+        rc = b ? 0 : MEMTRACE_ENOMEM;
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            rc = mt_before_event(b, &ev[i]);
+        if (rc == 0)
+            rc = mt_state_before_write(w, &marks, b, ev[0].time_ns, &fin);
+        mt_before_free(b);
+    }
     for (size_t i = 0; rc == 0 && i < n; i += DUMP_CHUNK_EVENTS)
         rc = mt_writer_events(w, ev + i, n - i < DUMP_CHUNK_EVENTS ? n - i : DUMP_CHUNK_EVENTS);
     if (rc == 0)

@@ -104,17 +104,6 @@ MTX_HIDDEN void mt_ring_reset(void);
 MTX_HIDDEN void mt_ring_trim(void);
 /* Called with the lock: the history (oldest first) in a malloc'd array, or NULL. */
 MTX_HIDDEN struct memtrace_event *mt_ring_copy(size_t *n);
-/* Where the history stands: events kept since the start, and how many of them no
- * memory could be found for (they went to the stream only). */
-struct mt_ring_mark {
-    uint64_t recorded, unstored;
-};
-/* Called with the lock. */
-MTX_HIDDEN struct mt_ring_mark mt_ring_mark(void);
-/* Called with the lock: the events kept since the mark (oldest first) in a malloc'd
- * array. 0, MEMTRACE_ENOMEM, or 1 when the history no longer holds them all. */
-MTX_HIDDEN int mt_ring_copy_since(struct mt_ring_mark since, struct memtrace_event **out,
-                                  size_t *n);
 /* Sets this thread's re-entry guard (1: what it does is not recorded); returns the
  * guard's previous value. */
 MTX_HIDDEN int mt_ring_set_busy(int busy);
@@ -171,21 +160,24 @@ MTX_HIDDEN void mt_state_now_free(struct mt_state_now *s);
 MTX_HIDDEN int mt_state_now_write(struct mt_writer *w, struct mt_table_marks *marks,
                                   const struct mt_state_now *s);
 
-/* Writes, with the tables it needs, the state of what was live before the first of
- * the n events ev, found from them and the state fin collected after them as an
- * import finds it (snapshot/before.c); nothing when nothing was. 0 or MEMTRACE_E*. */
+/* Writes, with the tables it needs, the state of what was live before the events
+ * fed to b (snapshot/before.h), found from them and the state fin collected after
+ * them as an import finds it; time_ns is the first event's. Nothing when nothing
+ * was live. 0 or MEMTRACE_E*. */
+struct mt_before;
 MTX_HIDDEN int mt_state_before_write(struct mt_writer *w, struct mt_table_marks *marks,
-                                     const struct memtrace_event *ev, size_t n,
+                                     struct mt_before *b, uint64_t time_ns,
                                      const struct mt_state_now *fin);
 
 /* ---- the stream (recorder_stream.c) ---- */
 
 /* Opens path and starts the writer thread; called without the lock. */
 MTX_HIDDEN int mt_stream_start(const char *path);
-/* After a successful mt_stream_start, by the same thread, without the lock: writes
- * the state of what was live before the stream's first event (nothing when nothing
- * was), then lets the writer thread write the events. */
-MTX_HIDDEN void mt_stream_write_before(void);
+/* After a successful mt_stream_start, by the same thread, without the lock: collects
+ * the providers' state for the writer thread, which writes from it and the events
+ * recorded meanwhile what was live before the stream's first event, then the
+ * events. */
+MTX_HIDDEN void mt_stream_collect_before(void);
 /* Stops the writer thread and finishes the file; called without the lock. */
 MTX_HIDDEN void mt_stream_finish(void);
 /* Called with the lock, when the buffer being filled is full: hands it to the

@@ -37,7 +37,6 @@ static struct {
     uint32_t head_off;
     size_t hcount;
     uint64_t recorded, dropped;
-    uint64_t unstored; /* kept events that no chunk could be found for */
     int overflowed;
 } H;
 
@@ -115,7 +114,6 @@ static int history_append_slow(const struct memtrace_event *ev)
         struct hchunk *c = hchunk_new();
         if (c == NULL) {
             H.dropped++;
-            H.unstored++;
             H.overflowed = 1;
             return -1;
         }
@@ -161,7 +159,7 @@ static inline int history_append(const struct memtrace_event *ev)
 void mt_ring_reset(void)
 {
     history_free();
-    H.recorded = H.dropped = H.unstored = 0;
+    H.recorded = H.dropped = 0;
     H.overflowed = 0;
 }
 
@@ -184,41 +182,6 @@ struct memtrace_event *mt_ring_copy(size_t *n)
         k += c->n - off;
     }
     return out;
-}
-
-struct mt_ring_mark mt_ring_mark(void)
-{
-    return (struct mt_ring_mark){H.recorded, H.unstored};
-}
-
-int mt_ring_copy_since(struct mt_ring_mark since, struct memtrace_event **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    uint64_t want = H.recorded - since.recorded;
-    if (H.unstored != since.unstored || want > H.hcount)
-        return 1;
-    struct memtrace_event *e = malloc((want ? want : 1) * sizeof *e);
-    if (e == NULL)
-        return MEMTRACE_ENOMEM;
-    /* The newest `want` events: skip the others from the oldest on. */
-    size_t skip = H.hcount - (size_t)want, k = 0;
-    uint32_t off = H.head_off;
-    for (struct hchunk *c = H.head; c != NULL && k < want; c = c->next, off = 0) {
-        size_t have = c->n - off;
-        if (skip >= have) {
-            skip -= have;
-            continue;
-        }
-        off += (uint32_t)skip;
-        have -= skip;
-        skip = 0;
-        memcpy(e + k, c->ev + off, have * sizeof *e);
-        k += have;
-    }
-    *out = e;
-    *n = (size_t)want;
-    return 0;
 }
 
 int mt_ring_set_busy(int busy)

@@ -151,21 +151,15 @@ int mt_state_now_write(struct mt_writer *w, struct mt_table_marks *marks,
     return rc ? rc : mt_writer_state(w, s->time_ns, s->segs, s->n);
 }
 
-int mt_state_before_write(struct mt_writer *w, struct mt_table_marks *marks,
-                          const struct memtrace_event *ev, size_t n, const struct mt_state_now *fin)
+int mt_state_before_write(struct mt_writer *w, struct mt_table_marks *marks, struct mt_before *b,
+                          uint64_t time_ns, const struct mt_state_now *fin)
 {
-    struct mt_before *b = mt_before_new();
     struct mt_before_state pre = {0};
-    int rc = b ? 0 : MEMTRACE_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = mt_before_event(b, &ev[i]);
-    if (rc == 0)
-        rc = mt_before_state(b, fin->segs, fin->n, &pre);
+    int rc = mt_before_state(b, fin->segs, fin->n, &pre);
     if (rc == 0 && pre.nsegs)
         rc = mt_tables_write(w, marks);
     if (rc == 0 && pre.nsegs)
-        rc = mt_writer_state(w, n ? ev[0].time_ns : fin->time_ns, pre.segs, pre.nsegs);
+        rc = mt_writer_state(w, time_ns, pre.segs, pre.nsegs);
     mt_before_state_free(&pre);
-    mt_before_free(b);
     return rc;
 }

@@ -8,15 +8,17 @@
  * recording thread waits for it rather than dropping events.
  *
  * A stream opened while memory is in use begins with the state of what was live
- * before its first event (docs/REPLAY.md, rule 0). The thread that opens it finds
- * that state from the providers and the events recorded meanwhile, and writes it;
- * until then the writer thread keeps copies of the buffers it is handed instead of
- * writing them. It must not wait instead: a recording thread waiting for room may
- * hold the allocator's lock that a provider needs. */
+ * before its first event (docs/REPLAY.md, rule 0). The thread that opens it collects
+ * the providers' state and notes how many events the stream had by then; the writer
+ * thread finds from those events and that state what was live before them, as a
+ * dump does, and writes it first. Until then it keeps copies of the buffers it is
+ * handed rather than waiting for the state: a recording thread that waits for room
+ * may hold the allocator's lock that a provider needs. */
 #include "config.h"
 
 #include "recorder_impl.h"
 
+#include "before.h"
 #include "memtrace.h"
 #include "stack.h"
 #include "mtx/util.h"
@@ -41,9 +43,14 @@ static pthread_t writer_thread;
 static int stream_error;
 static struct mt_table_marks stream_marks;
 static uint64_t stream_meta_gen;
-static uint32_t frames_ahead;           /* frames symbolized while no flush was due */
-static struct mt_ring_mark stream_mark; /* the history when the stream opened */
-static int before_done;                 /* guarded by the lock */
+static uint32_t frames_ahead; /* frames symbolized while no flush was due */
+/* The state before the stream's first event, guarded by the lock: the opening
+ * thread sets before_ready with before_fin and before_need (the events the stream
+ * had when the state was collected); the writer sets before_done once it wrote it. */
+static int before_ready, before_done;
+static struct mt_state_now before_fin;
+static uint64_t before_need;
+static uint64_t stream_handed; /* events in the buffers handed to the writer so far */
 
 /* Buffers handed over before the state before the events was written (the writer
  * thread's alone). */
@@ -53,6 +60,7 @@ struct held {
     struct memtrace_event ev[];
 };
 static struct held *held_head, **held_tail = &held_head;
+static uint64_t held_total;
 
 static void futex_wake_all(atomic_uint *word)
 {
@@ -135,6 +143,7 @@ static int hold(const struct memtrace_event *ev, size_t n)
     memcpy(h->ev, ev, n * sizeof *ev);
     *held_tail = h;
     held_tail = &h->next;
+    held_total += n;
     return 0;
 }
 
@@ -150,6 +159,35 @@ static int write_held(void)
         free(h);
     }
     held_tail = &held_head;
+    held_total = 0;
+    return rc;
+}
+
+/* Writes the state before the stream's first event, found from the first
+ * before_need events held and before_fin, then the buffers held. */
+static int write_before(void)
+{
+    struct mt_before *b = mt_before_new();
+    int rc = b ? 0 : MEMTRACE_ENOMEM;
+    uint64_t left = before_need;
+    for (struct held *h = held_head; rc == 0 && h != NULL && left > 0; h = h->next) {
+        size_t k = h->n < left ? h->n : (size_t)left;
+        for (size_t i = 0; rc == 0 && i < k; i++)
+            rc = mt_before_event(b, &h->ev[i]);
+        left -= k;
+    }
+    uint64_t t0 = held_head && held_head->n ? held_head->ev[0].time_ns : before_fin.time_ns;
+    if (rc == 0 && !stream_error)
+        rc = mt_state_before_write(writer, &stream_marks, b, t0, &before_fin);
+    mt_before_free(b);
+    mt_state_now_free(&before_fin);
+    int e = errno;
+    int rc2 = write_held();
+    if (rc == 0) {
+        rc = rc2;
+        e = errno;
+    }
+    errno = e;
     return rc;
 }
 
@@ -197,17 +235,20 @@ static void *stream_main(void *arg)
             rwait(&mt_rec.work, 0);
             continue;
         }
-        if (before_done && held_head != NULL) {
+        if (!before_done && before_ready && (held_total >= before_need || stream_error)) {
             writer_rest(1);
             mt_runlock();
-            int rc = write_held();
+            int rc = write_before();
             int e = errno;
             mt_rlock();
             writer_rest(0);
+            before_done = 1;
             stream_failed(rc, e);
             continue;
         }
-        if (!mt_rec.writer_busy && !mt_rec.stopping) {
+        /* Waiting for the events the state needs: take the buffer now. */
+        int urgent = before_ready && !before_done;
+        if (!mt_rec.writer_busy && !mt_rec.stopping && !urgent) {
             unsigned ms = stream_wait_ms();
             if (ms > 0 && mt_rec.nbuf[mt_rec.cur] > 0 && mt_frame_count() > frames_ahead) {
                 /* The first frame of a module loads its debug information (70 ms
@@ -226,6 +267,7 @@ static void *stream_main(void *arg)
                 continue; /* woken early, or the buffer's first event came meanwhile */
         }
         if (!mt_rec.writer_busy && mt_rec.nbuf[mt_rec.cur] > 0) {
+            stream_handed += mt_rec.nbuf[mt_rec.cur];
             mt_rec.cur ^= 1;
             mt_rec.nbuf[mt_rec.cur] = 0;
             mt_rec.writer_busy = 1;
@@ -337,8 +379,8 @@ int mt_stream_start(const char *path)
     stream_error = 0;
     mt_rlock();
     mt_rec.writer_active = 1; /* from its creation: see writer_rest */
-    stream_mark = mt_ring_mark();
-    before_done = 0;
+    before_ready = before_done = 0;
+    before_need = stream_handed = 0;
     mt_rec.streaming = 1;
     mt_runlock();
     /* The writer thread takes no signal meant for the program, and a write past
@@ -362,36 +404,25 @@ int mt_stream_start(const char *path)
     return 0;
 }
 
-void mt_stream_write_before(void)
+void mt_stream_collect_before(void)
 {
     struct mt_state_now fin;
-    struct memtrace_event *ev = NULL;
-    size_t n = 0;
     int rc = mt_state_now(&fin);
-    if (rc == 0) {
-        mt_rlock();
-        rc = mt_ring_copy_since(stream_mark, &ev, &n);
-        mt_runlock();
-    }
-    int e = 0;
-    if (rc == 0) {
-        struct mt_xfsz x;
-        mt_xfsz_hold(&x);
-        rc = mt_state_before_write(writer, &stream_marks, ev, n, &fin);
-        e = errno;
-        mt_xfsz_release(&x);
-    }
-    free(ev);
-    mt_state_now_free(&fin);
-    if (rc == 1)
-        mtx_log("more events than the history keeps (max_entries) came while the stream "
-                "opened: it does not say what was live before them");
     mt_rlock();
-    if (rc < 0)
-        stream_failed(rc, e);
-    before_done = 1;
+    if (rc == 0) {
+        before_fin = fin;
+        before_need = stream_handed + mt_rec.nbuf[mt_rec.cur];
+    } else {
+        before_fin = (struct mt_state_now){0};
+        before_need = 0;
+    }
+    before_ready = 1;
     rsignal(&mt_rec.work);
     mt_runlock();
+    if (rc != 0)
+        mtx_log("cannot collect the state as the stream opens (%s): it does not say what "
+                "was live before its first event",
+                memtrace_strerror(rc));
 }
 
 /* Called with the lock, for the first event of an empty buffer: the writer's
@@ -406,6 +437,7 @@ __attribute__((noinline)) int mt_stream_wait_room(void)
 {
     while (mt_rec.nbuf[mt_rec.cur] == MT_STREAM_BUF_EVENTS) {
         if (!mt_rec.writer_busy) {
+            stream_handed += mt_rec.nbuf[mt_rec.cur];
             mt_rec.cur ^= 1;
             mt_rec.nbuf[mt_rec.cur] = 0;
             mt_rec.writer_busy = 1;
@@ -450,5 +482,7 @@ void mt_stream_atfork_child(void)
         mt_rec.buf[0] = mt_rec.buf[1] = NULL;
         held_head = NULL; /* the parent's copies, left to the child's heap */
         held_tail = &held_head;
+        held_total = 0;
+        before_fin = (struct mt_state_now){0};
     }
 }

@@ -1,8 +1,8 @@
 /* stream_before-t: a stream opened while the caching allocator holds memory begins
  * with what was live then (docs/REPLAY.md, rule 0), so that its replay ends where the
  * allocator stands: no free of an unknown block, the same bytes allocated and
- * reserved. Once with one thread, once with threads allocating and freeing while the
- * stream opens. */
+ * reserved. With one thread, added to a running recording, and with threads
+ * allocating and freeing while the stream opens and its state is collected. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -20,7 +20,20 @@
 static struct memtrace_allocator *a;
 static struct memtrace_device *d;
 static atomic_int stop;
+static atomic_int slow; /* the slow provider sleeps */
 static int failures[THREADS];
+
+/* A provider that holds nothing and takes its time, called before the allocator's:
+ * the churning threads fill and hand over stream buffers while the state is being
+ * collected, which the writer must keep until it has written that state. */
+static void slow_provider(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
+{
+    (void)ctx;
+    (void)sink;
+    (void)sink_ctx;
+    if (atomic_load(&slow))
+        usleep(50000);
+}
 
 static void start_stream(const char *path)
 {
@@ -149,7 +162,9 @@ static void test_threads(const char *path)
     for (int i = 0; i < THREADS; i++)
         pthread_create(&th[i], NULL, churn, (void *)(intptr_t)i);
     usleep(20000);
+    atomic_store(&slow, 1);
     start_stream(path);
+    atomic_store(&slow, 0);
     usleep(50000);
     atomic_store(&stop, 1);
     for (int i = 0; i < THREADS; i++)
@@ -164,6 +179,8 @@ static void test_threads(const char *path)
 
 int main(void)
 {
+    if (memtrace_state_provider_add(slow_provider, NULL) <= 0)
+        bail_out("cannot add a provider");
     if (memtrace_device_open_host(&d, 8ull << 30) || memtrace_alloc_create(&a, d))
         skip_all("no host device");
     char one[] = "/tmp/stream_before-t-XXXXXX", many[] = "/tmp/stream_before-t-XXXXXX";
