@@ -299,7 +299,9 @@ static void *stream_main(void *arg)
         if (stopping && mt_rec.nbuf[mt_rec.cur] == 0) {
             if (before_done)
                 break; /* nothing is held: that was written first */
-            rwait(&mt_rec.work, 0);
+            if (!before_ready)
+                rwait(&mt_rec.work, 0); /* the opening thread signals when it is */
+            /* else the top of the loop writes the state, then what is held */
         }
     }
     writer_rest(1); /* the thread's end frees memory: active until it is joined */

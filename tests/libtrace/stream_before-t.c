@@ -5,6 +5,7 @@
  * allocating and freeing while the stream opens and its state is collected. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -134,6 +135,35 @@ static void test_running(const char *path)
     memtrace_alloc_free(a, held[3]);
 }
 
+/* A stream closed right after it opened: the writer may learn that the state is
+ * ready and that the stream stops in one wake-up. Every one of these must close
+ * (an alarm ends a hang). */
+static void test_open_close(void)
+{
+    char dir[] = "/tmp/stream_before-t-dir-XXXXXX", path[64];
+    if (mkdtemp(dir) == NULL)
+        bail_out("mkdtemp failed");
+    int closed = 0;
+    alarm(60);
+    for (int i = 0; i < 300; i++) {
+        snprintf(path, sizeof path, "%s/%d.memtrace", dir, i);
+        start_stream(path);
+        memtrace_record_history(NULL);
+        struct memtrace_reader *r;
+        if (memtrace_reader_open(&r, path, NULL) == 0) {
+            struct memtrace_event ev;
+            while (memtrace_reader_next(r, &ev) == 1)
+                ;
+            closed += memtrace_reader_end(r) != NULL;
+            memtrace_reader_close(r);
+        }
+        unlink(path);
+    }
+    alarm(0);
+    rmdir(dir);
+    is_int(300, closed, "300 streams opened and closed at once: each file is complete");
+}
+
 static void *churn(void *arg)
 {
     int t = (int)(intptr_t)arg;
@@ -193,6 +223,7 @@ int main(void)
     unlink(running);
     test_one_thread(one);
     test_running(running);
+    test_open_close();
     test_threads(many);
     unlink(one);
     unlink(running);
