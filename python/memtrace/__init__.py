@@ -122,7 +122,8 @@ def record_memory_history(context="all", stacks="all", max_entries=0, depth=32, 
     the Python frames in place of the interpreter's), "native" or "python" (Python
     frames only, the cheapest). max_entries: events kept in memory, 0 for no
     limit. depth: frames per stack, 1 to 128. stream: a path to stream every event
-    to, or None. context=None with stacks=None stops recording.
+    to, or None; started while the allocator holds memory, the file begins with
+    what was live. context=None with stacks=None stops recording.
     """
     lib = _load()
     if context is None and stacks is None:
