@@ -147,14 +147,15 @@ static int hold(const struct memtrace_event *ev, size_t n)
     return 0;
 }
 
-/* Writes the buffers held, oldest first, and frees them. */
-static int write_held(void)
+/* Writes the buffers held, oldest first, when write is set and the stream has not
+ * failed, and frees them. */
+static int release_held(int write)
 {
     int rc = 0;
     while (held_head != NULL) {
         struct held *h = held_head;
         held_head = h->next;
-        if (rc == 0 && !stream_error)
+        if (write && rc == 0 && !stream_error)
             rc = stream_write_buffer(h->ev, h->n);
         free(h);
     }
@@ -179,14 +180,19 @@ static int write_before(void)
     uint64_t t0 = held_head && held_head->n ? held_head->ev[0].time_ns : before_fin.time_ns;
     if (rc == 0 && !stream_error)
         rc = mt_state_before_write(writer, &stream_marks, b, t0, &before_fin);
+    int e = errno;
     mt_before_free(b);
     mt_state_now_free(&before_fin);
-    int e = errno;
-    int rc2 = write_held();
-    if (rc == 0) {
-        rc = rc2;
-        e = errno;
+    if (rc == MEMTRACE_ENOMEM) {
+        /* The events matter more than the state: the file goes on without it. */
+        mtx_log("out of memory finding what was live before the stream's first event: "
+                "the file begins without it");
+        rc = 0;
     }
+    /* After a failed write nothing more goes to the file (the caller tells why). */
+    int rc2 = release_held(rc == 0);
+    if (rc == 0)
+        return rc2;
     errno = e;
     return rc;
 }
