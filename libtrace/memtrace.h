@@ -140,7 +140,9 @@ MEMTRACE_API void memtrace_options_init(struct memtrace_options *o);
  * kept): it is created mode 0600, never through a symbolic link, and never over an
  * existing file (EEXIST) unless the environment has MEMTRACE_OVERWRITE=1. A stream
  * opened while the state providers hold memory begins with that state, so that its
- * replay starts from what was live (this call collects it from the providers). */
+ * replay starts from what was live (this call collects it from the providers).
+ * Calls from several threads take effect one at a time: of two that open a stream at
+ * once, one opens it and the other finds it open. */
 MEMTRACE_API int memtrace_record_history(const struct memtrace_options *o);
 
 /* In a child made by fork(), recording is stopped, the history is empty and the

@@ -86,6 +86,7 @@ static void atfork_child(void)
     atomic_store(&mt_rec.recording, 0);
     mt_stream_atfork_child();
     mt_ring_reset();
+    mt_rec.controlling = 0; /* a thread that was starting or stopping is not here */
 }
 
 static void register_atfork(void)
@@ -131,9 +132,41 @@ static bool wants_stack(int context, int action)
     }
 }
 
+static int record_history(const struct memtrace_options *o);
+
+/* One start, change or stop at a time: two threads that start a stream at once must
+ * not both open one. A flag under the recorder's lock rather than a mutex, so that a
+ * fork needs nothing more than resetting it in the child. */
+static void control_enter(void)
+{
+    mt_rlock();
+    while (mt_rec.controlling) {
+        mt_runlock();
+        sched_yield();
+        mt_rlock();
+    }
+    mt_rec.controlling = 1;
+    mt_runlock();
+}
+
+static void control_leave(void)
+{
+    mt_rlock();
+    mt_rec.controlling = 0;
+    mt_runlock();
+}
+
 int memtrace_record_history(const struct memtrace_options *o)
 {
     pthread_once(&atfork_once, register_atfork);
+    control_enter();
+    int rc = record_history(o);
+    control_leave();
+    return rc;
+}
+
+static int record_history(const struct memtrace_options *o)
+{
     if (o == NULL) {
         mt_rlock();
         atomic_store(&mt_rec.recording, 0);

@@ -64,6 +64,7 @@ struct mt_recorder {
      * allocator, whose locks a child inherits held) when another thread forks */
     int writer_active; /* the writer thread starts, works outside the lock, or exits */
     int forking;       /* between the prepare and the parent's handler: start no work */
+    int controlling;   /* a memtrace_record_history call is under way */
 };
 
 /* Defined in recorder.c. */

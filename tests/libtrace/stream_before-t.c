@@ -164,6 +164,64 @@ static void test_open_close(void)
     is_int(300, closed, "300 streams opened and closed at once: each file is complete");
 }
 
+/* Two threads that start a stream at the same moment: one stream opens, the other
+ * call finds it open (a stream, once open, stays open). */
+static pthread_barrier_t both;
+static char race_path[2][80];
+
+static void *race_start(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    struct memtrace_options o;
+    memtrace_options_init(&o);
+    o.context = MEMTRACE_CONTEXT_NONE;
+    o.stream_path = race_path[k];
+    pthread_barrier_wait(&both);
+    return (void *)(intptr_t)memtrace_record_history(&o);
+}
+
+static void test_two_starts(void)
+{
+    char dir[] = "/tmp/stream_before-t-race-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        bail_out("mkdtemp failed");
+    int one_file = 0, failed = 0;
+    for (int i = 0; i < 100; i++) {
+        pthread_t th[2];
+        pthread_barrier_init(&both, NULL, 2);
+        for (int k = 0; k < 2; k++) {
+            snprintf(race_path[k], sizeof race_path[k], "%s/%d-%d.memtrace", dir, i, k);
+            pthread_create(&th[k], NULL, race_start, (void *)(intptr_t)k);
+        }
+        for (int k = 0; k < 2; k++) {
+            void *rc;
+            pthread_join(th[k], &rc);
+            failed += rc != NULL;
+        }
+        pthread_barrier_destroy(&both);
+        struct memtrace_event ev = {.action = MEMTRACE_ANNOTATE, .device = -1};
+        memtrace_record_event(&ev);
+        memtrace_record_history(NULL);
+        int complete = 0;
+        for (int k = 0; k < 2; k++) {
+            struct memtrace_reader *r;
+            if (access(race_path[k], F_OK) != 0)
+                continue;
+            if (memtrace_reader_open(&r, race_path[k], NULL) == 0) {
+                while (memtrace_reader_next(r, &ev) == 1)
+                    ;
+                complete += memtrace_reader_end(r) != NULL;
+                memtrace_reader_close(r);
+            }
+            unlink(race_path[k]);
+        }
+        one_file += complete == 1;
+    }
+    rmdir(dir);
+    is_int(0, failed, "two threads start a stream at once, 100 times: both calls succeed");
+    is_int(100, one_file, "and each time one complete stream was written, not two");
+}
+
 static void *churn(void *arg)
 {
     int t = (int)(intptr_t)arg;
@@ -224,6 +282,7 @@ int main(void)
     test_one_thread(one);
     test_running(running);
     test_open_close();
+    test_two_starts();
     test_threads(many);
     unlink(one);
     unlink(running);
