@@ -243,6 +243,10 @@ typedef void (*memtrace_state_fn)(void *ctx, memtrace_segment_sink sink, void *s
 
 /* Returns a handle (> 0) or a negative MEMTRACE_E* code. */
 MEMTRACE_API int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx);
+/* Returns 0, or MEMTRACE_EINVAL for an unknown handle. It returns once no dump or
+ * stream is calling the provider any more (unless called from the provider itself),
+ * so its ctx may be freed then; it must not be called while holding a lock that the
+ * provider takes. */
 MEMTRACE_API int memtrace_state_provider_remove(int handle);
 
 /* Writes the history held in memory, the current state from every provider and an

@@ -9,6 +9,7 @@
 #include "mtx/util.h"
 #include "writer.h"
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,11 +21,16 @@ struct provider {
     memtrace_state_fn fn;
     void *ctx;
     int handle;
+    unsigned calls; /* collections calling the slot's provider now */
 };
 
 /* Guarded by mt_rec.lock. */
 static struct provider providers[MAX_PROVIDERS];
 static int next_handle = 1;
+
+/* This thread is calling providers: a provider that removes itself must not wait for
+ * its own call to end. */
+static MTX_TLS int tls_collecting;
 
 struct state_buf {
     struct memtrace_segment *segs;
@@ -74,11 +80,22 @@ static void state_collect(struct state_buf *sb)
     struct provider p[MAX_PROVIDERS];
     mt_rlock();
     memcpy(p, providers, sizeof p);
-    mt_runlock();
-    memset(sb, 0, sizeof *sb);
     for (int i = 0; i < MAX_PROVIDERS; i++)
         if (p[i].fn != NULL)
-            p[i].fn(p[i].ctx, state_sink, sb);
+            providers[i].calls++;
+    mt_runlock();
+    memset(sb, 0, sizeof *sb);
+    int was = tls_collecting;
+    tls_collecting = 1;
+    for (int i = 0; i < MAX_PROVIDERS; i++) {
+        if (p[i].fn == NULL)
+            continue;
+        p[i].fn(p[i].ctx, state_sink, sb);
+        mt_rlock();
+        providers[i].calls--;
+        mt_runlock();
+    }
+    tls_collecting = was;
 }
 
 int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx)
@@ -89,8 +106,9 @@ int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx)
     mt_rlock();
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         if (providers[i].fn == NULL) {
-            providers[i] = (struct provider){fn, ctx, next_handle++};
-            rc = providers[i].handle;
+            providers[i].fn = fn;
+            providers[i].ctx = ctx;
+            providers[i].handle = rc = next_handle++;
             break;
         }
     }
@@ -100,13 +118,22 @@ int memtrace_state_provider_add(memtrace_state_fn fn, void *ctx)
 
 int memtrace_state_provider_remove(int handle)
 {
-    int rc = MEMTRACE_EINVAL;
+    int rc = MEMTRACE_EINVAL, slot = -1;
     mt_rlock();
     for (int i = 0; i < MAX_PROVIDERS; i++) {
         if (providers[i].fn != NULL && providers[i].handle == handle) {
-            providers[i] = (struct provider){0};
+            providers[i].fn = NULL;
+            providers[i].ctx = NULL;
+            providers[i].handle = 0;
+            slot = i;
             rc = 0;
         }
+    }
+    /* The owner frees ctx once this returns: wait for the calls under way. */
+    while (slot >= 0 && !tls_collecting && providers[slot].calls > 0) {
+        mt_runlock();
+        sched_yield();
+        mt_rlock();
     }
     mt_runlock();
     return rc;

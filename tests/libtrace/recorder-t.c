@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -565,6 +567,72 @@ static void test_meta_strings(void)
     rmdir(dir);
 }
 
+/* A provider whose context its owner frees once memtrace_state_provider_remove
+ * returns (as memtrace_alloc_destroy does): no collection may call it after. */
+#define LIVE_MAGIC 0x6c697665u
+
+struct owned {
+    unsigned magic;
+};
+
+static atomic_int stale_calls, collections_done, owned_calls;
+static atomic_int collecting_stop;
+
+static void provide_owned(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
+{
+    (void)sink;
+    (void)sink_ctx;
+    const volatile struct owned *o = ctx;
+    atomic_fetch_add(&owned_calls, 1);
+    usleep(300); /* a collection that takes its time, as a real one may */
+    if (o->magic != LIVE_MAGIC)
+        atomic_fetch_add(&stale_calls, 1);
+}
+
+static void *dumper(void *arg)
+{
+    const char *dir = arg;
+    char path[96];
+    for (int i = 0; !atomic_load(&collecting_stop); i++) {
+        snprintf(path, sizeof path, "%s/%d.memtrace", dir, i);
+        memtrace_dump_snapshot(path);
+        unlink(path);
+        atomic_fetch_add(&collections_done, 1);
+    }
+    return NULL;
+}
+
+static void test_provider_remove(void)
+{
+    char dir[] = "/tmp/recorder-t-remove-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        bail_out("mkdtemp failed");
+    start(1000, MEMTRACE_CONTEXT_NONE, NULL);
+    pthread_t th;
+    pthread_create(&th, NULL, dumper, dir);
+    int bad_handles = 0;
+    for (int i = 0; i < 300; i++) {
+        struct owned *o = malloc(sizeof *o);
+        if (o == NULL)
+            bail_out("out of memory");
+        o->magic = LIVE_MAGIC;
+        int h = memtrace_state_provider_add(provide_owned, o);
+        bad_handles += h <= 0;
+        usleep(150);
+        bad_handles += memtrace_state_provider_remove(h) != 0;
+        o->magic = 0; /* what a freed context may hold */
+        free(o);
+    }
+    atomic_store(&collecting_stop, 1);
+    pthread_join(th, NULL);
+    memtrace_record_history(NULL);
+    rmdir(dir);
+    is_int(0, bad_handles, "300 providers added and removed while another thread dumps");
+    is_int(0, atomic_load(&stale_calls),
+           "no collection called a provider after its removal returned (%d dumps, %d calls)",
+           atomic_load(&collections_done), atomic_load(&owned_calls));
+}
+
 static void test_fork(void)
 {
     start(0, MEMTRACE_CONTEXT_NONE, NULL);
@@ -600,7 +668,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(83);
+    plan(85);
     test_threads();
     test_ring();
     test_ring_edges();
@@ -612,6 +680,7 @@ int main(void)
     test_stream_and_dump();
     test_dump_before();
     test_meta_strings();
+    test_provider_remove();
     test_fork();
     return exit_status();
 }
