@@ -85,6 +85,7 @@ static void atfork_child(void)
     mtx_tls_tid = 0; /* the forking thread's id was cached; this one has a new id */
     atomic_store(&mt_rec.recording, 0);
     mt_stream_atfork_child();
+    mt_state_atfork_child();
     mt_ring_reset();
     mt_rec.controlling = 0; /* a thread that was starting or stopping is not here */
 }

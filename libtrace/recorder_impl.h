@@ -155,6 +155,8 @@ struct mt_state_now {
 };
 /* Called without the lock. 0 or MEMTRACE_ENOMEM (nothing to free then). */
 MTX_HIDDEN int mt_state_now(struct mt_state_now *s);
+/* In a forked child: no collection is under way there. */
+MTX_HIDDEN void mt_state_atfork_child(void);
 /* Frees what s holds; s may be zeroed (nothing collected). */
 MTX_HIDDEN void mt_state_now_free(struct mt_state_now *s);
 /* Writes s with the tables it needs. 0 or MEMTRACE_E*. */

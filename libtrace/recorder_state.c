@@ -139,6 +139,13 @@ int memtrace_state_provider_remove(int handle)
     return rc;
 }
 
+void mt_state_atfork_child(void)
+{
+    for (int i = 0; i < MAX_PROVIDERS; i++)
+        providers[i].calls = 0; /* the collecting threads are not in the child */
+    tls_collecting = 0;
+}
+
 int mt_state_now(struct mt_state_now *s)
 {
     struct state_buf sb;

@@ -633,6 +633,47 @@ static void test_provider_remove(void)
            atomic_load(&collections_done), atomic_load(&owned_calls));
 }
 
+/* A fork while another thread is inside a provider: the child has no such thread,
+ * and removing the provider there must not wait for it. */
+static void provide_slowly(void *ctx, memtrace_segment_sink sink, void *sink_ctx)
+{
+    (void)ctx;
+    (void)sink;
+    (void)sink_ctx;
+    usleep(200000);
+}
+
+static void *dump_once(void *arg)
+{
+    memtrace_dump_snapshot(arg);
+    return NULL;
+}
+
+static void test_fork_in_collection(void)
+{
+    char path[] = "/tmp/recorder-t-forkdump-XXXXXX";
+    close(mkstemp(path));
+    unlink(path);
+    start(1000, MEMTRACE_CONTEXT_NONE, NULL);
+    int h = memtrace_state_provider_add(provide_slowly, NULL);
+    pthread_t th;
+    pthread_create(&th, NULL, dump_once, path);
+    usleep(50000); /* the dump is inside provide_slowly now */
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10);
+        _exit(memtrace_state_provider_remove(h) == 0 ? 0 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "a child forked during a collection removes the provider at once");
+    pthread_join(th, NULL);
+    memtrace_state_provider_remove(h);
+    memtrace_record_history(NULL);
+    unlink(path);
+}
+
 static void test_fork(void)
 {
     start(0, MEMTRACE_CONTEXT_NONE, NULL);
@@ -668,7 +709,7 @@ static void test_fork(void)
 
 int main(void)
 {
-    plan(85);
+    plan(86);
     test_threads();
     test_ring();
     test_ring_edges();
@@ -681,6 +722,7 @@ int main(void)
     test_dump_before();
     test_meta_strings();
     test_provider_remove();
+    test_fork_in_collection();
     test_fork();
     return exit_status();
 }
