@@ -13,7 +13,8 @@
  * thread finds from those events and that state what was live before them, as a
  * dump does, and writes it first. Until then it keeps copies of the buffers it is
  * handed rather than waiting for the state: a recording thread that waits for room
- * may hold the allocator's lock that a provider needs. */
+ * may hold the allocator's lock that a provider needs. Past MAX_HELD_EVENTS it gives
+ * the state up and writes them. */
 #include "config.h"
 
 #include "recorder_impl.h"
@@ -61,6 +62,10 @@ struct held {
 };
 static struct held *held_head, **held_tail = &held_head;
 static uint64_t held_total;
+
+/* Past this many events held (about 84 MB) the writer gives the state up and writes
+ * what it holds: a provider that takes that long must not cost memory without end. */
+#define MAX_HELD_EVENTS (16u * MT_STREAM_BUF_EVENTS)
 
 static void futex_wake_all(atomic_uint *word)
 {
@@ -283,14 +288,22 @@ static void *stream_main(void *arg)
         if (mt_rec.forking)
             continue; /* a fork began while the writer waited: it goes first */
         if (mt_rec.writer_busy) {
-            int before = before_done;
+            int before = before_done, give_up = 0;
+            if (!before && held_total + mt_rec.nbuf[full] > MAX_HELD_EVENTS)
+                before_done = before = give_up = 1;
             writer_rest(1);
             mt_runlock();
-            int rc;
-            if (!before)
+            int rc = 0;
+            if (give_up) {
+                mtx_log("the state before the stream's first event took too long to collect "
+                        "(%llu events meanwhile): the file begins without it",
+                        (unsigned long long)held_total);
+                rc = release_held(1);
+            }
+            if (rc == 0 && !before)
                 rc = hold(mt_rec.buf[full], mt_rec.nbuf[full]);
-            else
-                rc = stream_error ? 0 : stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
+            else if (rc == 0 && !stream_error)
+                rc = stream_write_buffer(mt_rec.buf[full], mt_rec.nbuf[full]);
             int e = errno;
             mt_rlock();
             writer_rest(0);
@@ -417,7 +430,8 @@ void mt_stream_collect_before(void)
     struct mt_state_now fin;
     int rc = mt_state_now(&fin);
     mt_rlock();
-    if (rc == 0) {
+    int late = before_done; /* the writer gave the state up meanwhile */
+    if (rc == 0 && !late) {
         before_fin = fin;
         before_need = stream_handed + mt_rec.nbuf[mt_rec.cur];
     } else {
@@ -427,6 +441,8 @@ void mt_stream_collect_before(void)
     before_ready = 1;
     rsignal(&mt_rec.work);
     mt_runlock();
+    if (late)
+        mt_state_now_free(&fin);
     if (rc != 0)
         mtx_log("cannot collect the state as the stream opens (%s): it does not say what "
                 "was live before its first event",
