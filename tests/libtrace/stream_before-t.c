@@ -69,21 +69,35 @@ static void add_initial(void *ctx, const struct mt_live *e, int is_seg)
         *bytes += e->size;
 }
 
+/* Opens path and replays it to the end: the replay (NULL when the file does not
+ * open, a failed check then), the run's code in *rc and the bytes of the state
+ * before its first event in *initial. */
+static struct mt_replay *replay(const char *path, const char *what, uint64_t *initial, int *rc)
+{
+    struct mt_replay *rp;
+    struct memtrace_errinfo err;
+    *initial = 0;
+    if (mt_replay_open(&rp, path, NULL, &err) != 0) {
+        ok(0, "%s: the stream opens (%s)", what, err.text);
+        return NULL;
+    }
+    rp->on_initial = add_initial;
+    rp->on_initial_ctx = initial;
+    *rc = mt_replay_run(rp);
+    return rp;
+}
+
 /* Replays path; checks it against the allocator's figures now. want_initial: the
  * bytes live when the stream opened; UINT64_MAX: some, how many unknown. */
 static void check_replay(const char *path, const char *what, uint64_t want_initial)
 {
-    struct mt_replay *rp;
-    struct memtrace_errinfo err;
-    if (mt_replay_open(&rp, path, NULL, &err) != 0) {
-        ok(0, "%s: the stream opens (%s)", what, err.text);
+    uint64_t initial;
+    int rc;
+    struct mt_replay *rp = replay(path, what, &initial, &rc);
+    if (rp == NULL) {
         skip(4, "no file");
         return;
     }
-    uint64_t initial = 0;
-    rp->on_initial = add_initial;
-    rp->on_initial_ctx = &initial;
-    int rc = mt_replay_run(rp);
     struct memtrace_alloc_stats st;
     memtrace_alloc_get_stats(a, &st);
     ok(rc == 0 && !mt_replay_truncated(rp), "%s: the stream replays whole", what);
@@ -309,17 +323,13 @@ static void test_give_up(const char *path)
 #else
     ok(grown_mb < 200, "give up: memory grew by %ld MB meanwhile (at most 84 MB held)", grown_mb);
 #endif
-    struct mt_replay *rp;
-    struct memtrace_errinfo err;
-    if (mt_replay_open(&rp, path, NULL, &err) != 0) {
-        ok(0, "give up: the stream opens (%s)", err.text);
+    uint64_t initial;
+    int rc;
+    struct mt_replay *rp = replay(path, "give up", &initial, &rc);
+    if (rp == NULL) {
         skip(1, "no file");
         return;
     }
-    uint64_t initial = 0;
-    rp->on_initial = add_initial;
-    rp->on_initial_ctx = &initial;
-    int rc = mt_replay_run(rp);
     ok(rc == 0 && !mt_replay_truncated(rp) && rp->events > MAX_HELD_EVENTS_T,
        "give up: the stream replays whole (%llu events)", (unsigned long long)rp->events);
     is_int(0, (int64_t)initial, "give up: and begins without a state");
