@@ -187,15 +187,9 @@ static int export_folded(const char *path, unsigned flags, const struct mt_filte
 int mt_export_stack(const struct memtrace_reader *r, uint32_t stack, unsigned flags, uint32_t **buf,
                     int *cap)
 {
-    int depth = memtrace_reader_stack(r, stack, *buf, *cap);
-    if (depth > *cap) {
-        uint32_t *more = realloc(*buf, (size_t)depth * sizeof(*more));
-        if (!more)
-            return -1;
-        *buf = more;
-        *cap = depth;
-        depth = memtrace_reader_stack(r, stack, *buf, *cap);
-    }
+    int depth = mt_stack_frames(r, stack, buf, cap);
+    if (depth < 0)
+        return -1;
     return flags & MT_EXPORT_ALL_FRAMES ? depth : mt_stack_shown(r, *buf, depth, NULL);
 }
 

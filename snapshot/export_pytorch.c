@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "export.h"
+#include "frames.h"
 #include "memtrace.h"
 #include "pickle.h"
 #include "replay.h"
@@ -246,17 +247,10 @@ struct xp {
 
 static void em_frames(struct xp *x, struct memtrace_reader *r, uint32_t stack)
 {
-    int depth = memtrace_reader_stack(r, stack, x->fbuf, x->fcap);
-    if (depth > x->fcap) {
-        uint32_t *f = realloc(x->fbuf, (size_t)depth * sizeof(*f));
-        if (!f) {
-            x->e.nomem = 1;
-            depth = x->fcap;
-        } else {
-            x->fbuf = f;
-            x->fcap = depth;
-            depth = memtrace_reader_stack(r, stack, x->fbuf, x->fcap);
-        }
+    int depth = mt_stack_frames(r, stack, &x->fbuf, &x->fcap);
+    if (depth < 0) {
+        x->e.nomem = 1;
+        depth = x->fcap;
     }
     em_open(&x->e, 0);
     for (int k = 0; k < depth; k++)

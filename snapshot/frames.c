@@ -151,6 +151,20 @@ int mt_stack_shown(const struct memtrace_reader *r, uint32_t *ids, int n, int *w
     return n;
 }
 
+int mt_stack_frames(const struct memtrace_reader *r, uint32_t stack, uint32_t **buf, int *cap)
+{
+    int depth = memtrace_reader_stack(r, stack, *buf, *cap);
+    if (depth > *cap) {
+        uint32_t *more = realloc(*buf, (size_t)depth * sizeof(*more));
+        if (!more)
+            return -1;
+        *buf = more;
+        *cap = depth;
+        depth = memtrace_reader_stack(r, stack, *buf, *cap);
+    }
+    return depth;
+}
+
 uint32_t mt_stack_name_frame(const struct memtrace_reader *r, uint32_t stack)
 {
     int n = stack ? memtrace_reader_stack(r, stack, NULL, 0) : 0;

@@ -36,6 +36,11 @@ int mt_frame_is_python(const struct memtrace_frame *fr);
  * "unknown"), or NULL. */
 const char *mt_frame_kind_name(int kind);
 
+/* Reads stack's frame ids (innermost first) into *buf, growing it (and *cap) when it
+ * is too small; returns how many, or -1 when it could not grow (then *buf holds the
+ * first *cap of them). */
+int mt_stack_frames(const struct memtrace_reader *r, uint32_t stack, uint32_t **buf, int *cap);
+
 /* Keeps, in place and in order, the frames of ids[0 .. n) (a stack's frame ids, as
  * memtrace_reader_stack gives them) that are shown, and returns how many; where, when
  * not NULL, gets each kept frame's index in the whole stack. When no frame would be

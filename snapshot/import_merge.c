@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "frames.h"
 #include "import.h"
 #include "memtrace.h"
 
@@ -121,16 +122,10 @@ static uint32_t map_stack(struct mg *m, struct src *s, uint32_t id)
         return 0;
     if (*slot)
         return *slot - 1;
-    int depth = memtrace_reader_stack(s->r, id, m->fbuf, m->fcap);
-    if (depth > m->fcap) {
-        uint32_t *f = realloc(m->fbuf, (size_t)depth * sizeof(*f));
-        if (!f) {
-            m->nomem = 1;
-            return 0;
-        }
-        m->fbuf = f;
-        m->fcap = depth;
-        depth = memtrace_reader_stack(s->r, id, m->fbuf, m->fcap);
+    int depth = mt_stack_frames(s->r, id, &m->fbuf, &m->fcap);
+    if (depth < 0) {
+        m->nomem = 1;
+        return 0;
     }
     uint32_t parent = 0;
     for (int k = depth - 1; k >= 0; k--)

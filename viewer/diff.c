@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "frames.h"
 #include "replay.h"
 
 enum { COST_PEAK, COST_LEAKED, COST_ALLOCATED };
@@ -213,15 +214,9 @@ static int stack_key(const struct memtrace_reader *r, uint32_t stack, struct sbu
     sb_add(b, "", 0);
     if (stack == 0)
         return b->nomem ? -1 : 0;
-    int n = memtrace_reader_stack(r, stack, *ids, *cap);
-    if (n > *cap) {
-        uint32_t *p = realloc(*ids, (size_t)n * sizeof(*p));
-        if (!p)
-            return -1;
-        *ids = p;
-        *cap = n;
-        n = memtrace_reader_stack(r, stack, *ids, *cap);
-    }
+    int n = mt_stack_frames(r, stack, ids, cap);
+    if (n < 0)
+        return -1;
     for (int k = 0; k < n; k++) {
         const struct memtrace_frame *fr = memtrace_reader_frame(r, (*ids)[k]);
         char num[64];
