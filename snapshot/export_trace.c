@@ -410,23 +410,41 @@ static void counter(struct pf *p, const struct mt_replay *rp, int32_t device, ui
     ob_lit(o, "}}");
 }
 
+/* Begins ('b') or ends ('e') at time t the slices of the counted live blocks but
+ * the one at skip (when has_skip), in address order: the table's own order changes
+ * with its random key, and the same export must give the same file. Returns how many,
+ * or -1 out of memory. */
+static long live_slices(struct pf *p, struct mt_replay *rp, char ph, uint64_t t, int has_skip,
+                        uint64_t skip)
+{
+    void **live;
+    size_t n;
+    long made = 0;
+    if (mt_addrtab_sorted(&rp->blocks, &live, &n) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct mt_live *b = live[i];
+        if (b->counted && !(has_skip && b->head.key == skip) && name_device(p, b->device) == 0) {
+            slice(p, rp->r, ph, b, t);
+            made++;
+        }
+    }
+    free(live);
+    return made;
+}
+
 /* At the first event inside the window (the first event when there is none): the
  * slices of the blocks live before it begin there, those of the state before the
  * first event (docs/REPLAY.md, rule 0) and those made before --from; a block this
  * event frees or replaces was live before it too. Blocks the filter leaves out get
- * no slice. */
-static void open_window(struct pf *p, struct mt_replay *rp)
+ * no slice. 0, or -1 out of memory. */
+static int open_window(struct pf *p, struct mt_replay *rp)
 {
     const struct memtrace_event *ev = &rp->ev;
-    int made = rp->eff.kind == MT_EFF_ALLOC, begun = 0;
-    for (size_t i = 0; i < rp->blocks.cap; i++) {
-        const struct mt_live *b = mt_addrtab_at(&rp->blocks, i);
-        if (b && b->counted && !(made && b->head.key == ev->addr) &&
-            name_device(p, b->device) == 0) {
-            slice(p, rp->r, 'b', b, ev->time_ns);
-            begun++;
-        }
-    }
+    int made = rp->eff.kind == MT_EFF_ALLOC;
+    long begun = live_slices(p, rp, 'b', ev->time_ns, made, ev->addr);
+    if (begun < 0)
+        return -1;
     const struct mt_live *g = &rp->eff.gone;
     if ((rp->eff.kind == MT_EFF_FREE || (made && rp->eff.replaced)) && g->counted &&
         name_device(p, g->device) == 0) {
@@ -439,6 +457,7 @@ static void open_window(struct pf *p, struct mt_replay *rp)
         for (size_t k = 0; k < rp->ndev; k++)
             if (name_device(p, rp->dev[k].device) == 0)
                 counter(p, rp, rp->dev[k].device, ev->time_ns);
+    return 0;
 }
 
 int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
@@ -474,7 +493,10 @@ int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
             break;
         }
         if (!opened) {
-            open_window(&p, rp);
+            if (open_window(&p, rp) != 0) {
+                rc = MEMTRACE_ENOMEM;
+                break;
+            }
             opened = 1;
         }
         int levels = 0;
@@ -544,10 +566,10 @@ int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
         goto out;
     }
     st->truncated = mt_replay_truncated(rp);
-    for (size_t i = 0; opened && i < rp->blocks.cap; i++) {
-        const struct mt_live *b = mt_addrtab_at(&rp->blocks, i);
-        if (b && b->counted)
-            slice(&p, rp->r, 'e', b, tlast);
+    if (opened && live_slices(&p, rp, 'e', tlast, 0, 0) < 0) {
+        err->code = rc = MEMTRACE_ENOMEM;
+        snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
+        goto out;
     }
     ob_lit(o, "\n]}\n");
     st->written = p.written;
