@@ -375,6 +375,174 @@ static void deep_stacks(void)
     unlink(path);
 }
 
+/* Writes n events and reads them back: how many differ, and how many were read. */
+static int round_trip(const char *path, const struct memtrace_event *ev, size_t n, size_t *read)
+{
+    struct mt_writer *w;
+    if (mt_writer_open(&w, path, MT_WRITER_OVERWRITE) != 0)
+        bail_out("cannot write test file");
+    for (size_t done = 0; done < n; done += 30000)
+        mt_writer_events(w, ev + done, n - done < 30000 ? n - done : 30000);
+    mt_writer_end(w, "{}");
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    if (memtrace_reader_open(&r, path, &err) != 0)
+        bail_out(err.text);
+    struct memtrace_event e;
+    int wrong = 0;
+    *read = 0;
+    while (memtrace_reader_next(r, &e) == 1) {
+        if (*read >= n || !event_equal(&e, &ev[*read]))
+            wrong++;
+        ++*read;
+    }
+    memtrace_reader_close(r);
+    return wrong;
+}
+
+/* The reader decodes chunks of one thread, device, pool and stream (every field but
+ * action, time, addr, sizes and stack constant) on a path of their own; both paths
+ * must give what was written, hits, misses and chunk and batch ends included. */
+static void decode_shapes(void)
+{
+    enum { N = 100000 };
+    char path[128];
+    path_of(path, sizeof(path), "shapes.memtrace");
+    struct memtrace_event *ev = calloc(N, sizeof(*ev));
+    if (ev == NULL)
+        bail_out("out of memory");
+    uint64_t s = 7, t = 5000;
+    for (size_t i = 0; i < N; i += 2) {
+        /* A loop of 16 allocations whose sizes sometimes change, each freed at once:
+         * most events repeat an earlier one (hits), the rest do not (misses). */
+        uint64_t size = 512 * (1 + i / 2 % 16) + (rnd_next(&s) % 4 == 0 ? 512 : 0);
+        uint64_t addr = 0x7f0000000000ULL + (i / 2 % 16) * 65536 + (size > 4096 ? 4096 : 0);
+        for (int k = 0; k < 2; k++) {
+            struct memtrace_event *e = &ev[i + (size_t)k];
+            e->time_ns = t += 1 + rnd_next(&s) % 300;
+            e->addr = addr;
+            e->size = size;
+            e->requested_size = size - 7;
+            e->stream = 3;
+            e->aux = 0;
+            e->device = 2;
+            e->pool = 1;
+            e->tid = 4242;
+            e->stack = 1 + (uint32_t)(i / 2 % 5);
+            e->category = 6;
+            e->source = 1;
+            e->action = (uint8_t)(k ? MEMTRACE_FREE_COMPLETED : MEMTRACE_ALLOC);
+        }
+    }
+    size_t read;
+    int wrong = round_trip(path, ev, N, &read);
+    is_int(N, (long long)read, "one thread, device and stream: %d events read", N);
+    is_int(0, wrong, "each equal to the one written");
+    /* The same with a second thread: every chunk takes the general path. */
+    for (size_t i = 0; i < N; i += 7)
+        ev[i].tid = 4243;
+    wrong = round_trip(path, ev, N, &read);
+    is_int(N, (long long)read, "two threads: %d events read", N);
+    is_int(0, wrong, "each equal to the one written");
+    free(ev);
+
+    /* By hand, a chunk of that shape: a miss (the chunk's constants, entry key(0, 0)),
+     * a hit on an entry no event has filled (key(16, alloc)): the all-zero event, its
+     * time aside, not the constants; then a hit on the first entry (the event before
+     * was all zero), which copies the constants. */
+    struct image {
+        uint8_t b[256];
+        size_t n;
+    } im = {{0}, 0};
+    memcpy(im.b, MT_MAGIC, MT_MAGIC_LEN);
+    mt_put_u16(im.b + 8, 1);
+    im.n = MT_HEADER_LEN;
+    uint8_t p[128], *q = p;
+    *q++ = 3;  /* events */
+    *q++ = 14; /* columns */
+    *q++ = MT_COLMODE_BITS;
+    mt_put_u32(q, 1);
+    q += 4;
+    *q++ = 0x6; /* miss, hit, hit */
+    /* Columns 1 to 13: the varying ones hold the miss's value (time one per event),
+     * the others are constants. */
+    const int varint[MT_COL_COUNT] = {
+        [MT_COL_ACTION] = 1, [MT_COL_TIME] = 1,      [MT_COL_ADDR] = 1,
+        [MT_COL_SIZE] = 1,   [MT_COL_REQUESTED] = 1, [MT_COL_STACK] = 1};
+    const uint8_t value[MT_COL_COUNT] = {[MT_COL_ACTION] = MEMTRACE_ALLOC,
+                                         [MT_COL_TID] = 9,
+                                         [MT_COL_ADDR] = 0x20 /* +16 */,
+                                         [MT_COL_SIZE] = 64,
+                                         [MT_COL_REQUESTED] = 0,
+                                         [MT_COL_STREAM] = 5,
+                                         [MT_COL_AUX] = 1,
+                                         [MT_COL_DEVICE] = 6 /* 3 */,
+                                         [MT_COL_POOL] = 2 /* 1 */,
+                                         [MT_COL_STACK] = 2,
+                                         [MT_COL_CATEGORY] = 3,
+                                         [MT_COL_SOURCE] = 4};
+    for (int c = 1; c < MT_COL_COUNT; c++) {
+        if (c == MT_COL_TIME) {
+            *q++ = MT_COLMODE_VARINT;
+            mt_put_u32(q, 3);
+            q += 4;
+            *q++ = 20; /* +10 each */
+            *q++ = 20;
+            *q++ = 20;
+        } else if (varint[c]) {
+            *q++ = MT_COLMODE_VARINT;
+            mt_put_u32(q, 1);
+            q += 4;
+            *q++ = value[c];
+        } else {
+            *q++ = MT_COLMODE_CONST;
+            *q++ = value[c];
+        }
+    }
+    uLongf clen = sizeof(im.b) - im.n - MT_CHUNK_HEADER_LEN;
+    uint8_t *h = im.b + im.n;
+    compress2(h + MT_CHUNK_HEADER_LEN, &clen, p, (uLong)(q - p), 6);
+    h[0] = MT_CHUNK_EVENTS;
+    mt_put_u32(h + 4, (uint32_t)clen);
+    mt_put_u32(h + 8, (uint32_t)(q - p));
+    mt_put_u32(h + 12, (uint32_t)crc32(0, h + MT_CHUNK_HEADER_LEN, (uInt)clen));
+    mt_put_u32(h + 16, (uint32_t)crc32(0, h, 16));
+    im.n += MT_CHUNK_HEADER_LEN + clen;
+    path_of(path, sizeof(path), "empty-entry.memtrace");
+    if (spill(path, im.b, im.n) < 0)
+        bail_out("cannot write the hand-made file");
+    struct memtrace_reader *r;
+    struct memtrace_errinfo err;
+    if (memtrace_reader_open(&r, path, &err) != 0)
+        bail_out(err.text);
+    struct memtrace_event e[4], zero = {.time_ns = 20};
+    struct memtrace_event full = {.time_ns = 10,
+                                  .addr = 16,
+                                  .size = 64,
+                                  .requested_size = 64,
+                                  .stream = 5,
+                                  .aux = 1,
+                                  .device = 3,
+                                  .pool = 1,
+                                  .tid = 9,
+                                  .stack = 2,
+                                  .category = 3,
+                                  .source = 4,
+                                  .action = MEMTRACE_ALLOC};
+    int got = 0;
+    while (got < 4 && memtrace_reader_next(r, &e[got]) == 1)
+        got++;
+    is_int(3, got, "hand-made chunk: 3 events");
+    ok(got > 0 && event_equal(&e[0], &full), "a miss has the chunk's constants");
+    ok(got > 1 && event_equal(&e[1], &zero), "a hit on an empty entry is the all-zero event");
+    full.time_ns = 30;
+    ok(got > 2 && event_equal(&e[2], &full), "a hit on it copies them");
+    memtrace_reader_close(r);
+    unlink(path);
+    path_of(path, sizeof(path), "shapes.memtrace");
+    unlink(path);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/memtrace-reader-t-XXXXXX");
@@ -396,6 +564,7 @@ int main(void)
     corruption(buf, len, offs, nchunks);
     every_flip(buf, len);
     deep_stacks();
+    decode_shapes();
 
     unlink(path);
     free(buf);
