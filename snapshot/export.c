@@ -216,7 +216,7 @@ static int csv_keeps(const struct mt_replay *rp)
 {
     if (!rp->in_window)
         return 0;
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     const struct mt_live *e;
     switch (rp->eff.kind) {
     case MT_EFF_ALLOC:
@@ -257,7 +257,7 @@ static int export_csv(const char *path, const struct mt_filter *f, FILE *out,
           "category,source,aux\n",
           out);
     while ((rc = mt_replay_next(rp)) == 1) {
-        const struct memtrace_event *ev = &rp->ev;
+        const struct memtrace_event *ev = rp->ev;
         if (f && !csv_keeps(rp))
             continue;
         const char *a = memtrace_action_name(ev->action);

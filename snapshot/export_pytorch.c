@@ -482,7 +482,7 @@ static int scan(struct xp *x, int32_t *maxdev, uint64_t *nannot, struct mt_expor
         return rc;
     mt_export_wallclock(rp->r, &x->clock);
     while ((rc = mt_replay_next(rp)) == 1) {
-        const struct memtrace_event *ev = &rp->ev;
+        const struct memtrace_event *ev = rp->ev;
         if (ev->action == MEMTRACE_ANNOTATE)
             ++*nannot;
         else if (!in_trace(ev->action) || ev->device < 0)

@@ -440,7 +440,7 @@ static long live_slices(struct pf *p, struct mt_replay *rp, char ph, uint64_t t,
  * no slice. 0, or -1 out of memory. */
 static int open_window(struct pf *p, struct mt_replay *rp)
 {
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     int made = rp->eff.kind == MT_EFF_ALLOC;
     long begun = live_slices(p, rp, 'b', ev->time_ns, made, ev->addr);
     if (begun < 0)
@@ -482,7 +482,7 @@ int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
     uint64_t tlast = 0;
     int opened = 0;
     while ((rc = mt_replay_next(rp)) == 1) {
-        const struct memtrace_event *ev = &rp->ev;
+        const struct memtrace_event *ev = rp->ev;
         if (rp->events == 1)
             p.t0 = ev->time_ns;
         if (!rp->in_window)

@@ -47,6 +47,12 @@ MEMTRACE_API int memtrace_reader_open(struct memtrace_reader **out, const char *
  * memtrace_reader_error()); after an error or the end, it keeps returning the same. */
 MEMTRACE_API int memtrace_reader_next(struct memtrace_reader *r, struct memtrace_event *ev);
 
+/* As memtrace_reader_next, without the copy: points *ev at the next event, held by
+ * the reader until the next call that reads an event (or close). At the end or on an
+ * error *ev points at a copy of the last event returned (left as it was if none). */
+MEMTRACE_API int memtrace_reader_next_ref(struct memtrace_reader *r,
+                                          const struct memtrace_event **ev);
+
 /* The last error (code 0 when none). */
 MEMTRACE_API const struct memtrace_errinfo *memtrace_reader_error(const struct memtrace_reader *r);
 

@@ -156,6 +156,7 @@ struct memtrace_reader {
     struct item one;
 
     const struct memtrace_event *ev; /* the batch being handed out */
+    struct memtrace_event last;      /* the last event handed out, once its batch is gone */
     size_t ev_n, ev_cur;
 
     const uint8_t *raw; /* the payload being absorbed */
@@ -1439,15 +1440,29 @@ out:
     return rc;
 }
 
-int memtrace_reader_next(struct memtrace_reader *r, struct memtrace_event *ev)
+int memtrace_reader_next_ref(struct memtrace_reader *r, const struct memtrace_event **ev)
 {
     if (r->ev_cur == r->ev_n) {
+        /* The batch goes back to the source: what the caller holds must outlive it. */
+        if (r->ev_n > 0 && r->ev != NULL) {
+            r->last = r->ev[r->ev_n - 1];
+            *ev = &r->last;
+        }
         int rc = advance(r);
         if (rc <= 0)
             return rc;
     }
-    *ev = r->ev[r->ev_cur++];
+    *ev = &r->ev[r->ev_cur++];
     return 1;
+}
+
+int memtrace_reader_next(struct memtrace_reader *r, struct memtrace_event *ev)
+{
+    const struct memtrace_event *e;
+    int rc = memtrace_reader_next_ref(r, &e);
+    if (rc == 1)
+        *ev = *e;
+    return rc;
 }
 
 const struct memtrace_errinfo *memtrace_reader_error(const struct memtrace_reader *r)

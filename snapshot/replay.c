@@ -65,6 +65,7 @@ int mt_replay_new(struct mt_replay **out, struct memtrace_reader *r, const char 
         return MEMTRACE_ENOMEM;
     }
     rp->r = r;
+    rp->ev = &rp->none;
     rp->path = path;
     if (f)
         rp->filter = *f;
@@ -192,7 +193,7 @@ static void rise(struct mt_replay *rp, struct mt_level *l, uint64_t by)
     if (l->cur > l->peak && rp->in_window) {
         l->peak = l->cur;
         l->peak_index = rp->index;
-        l->peak_time = rp->ev.time_ns;
+        l->peak_time = rp->ev->time_ns;
         l->epoch++;
     }
 }
@@ -311,7 +312,7 @@ static struct mt_live *enter_ev(struct mt_replay *rp, const struct memtrace_even
 
 static void enter(struct mt_replay *rp, int is_seg)
 {
-    enter_ev(rp, &rp->ev, is_seg, 0);
+    enter_ev(rp, rp->ev, is_seg, 0);
 }
 
 /* Rule 0: the state read before the first event is live from the start, applied
@@ -321,7 +322,7 @@ static void seed(struct mt_replay *rp)
     size_t n = memtrace_reader_segment_count(rp->r);
     for (size_t i = 0; i < n && !rp->nomem; i++) {
         const struct memtrace_segment *g = memtrace_reader_segment(rp->r, i);
-        struct memtrace_event ev = {.time_ns = rp->ev.time_ns,
+        struct memtrace_event ev = {.time_ns = rp->ev->time_ns,
                                     .addr = g->addr,
                                     .size = g->total_size,
                                     .stream = g->stream,
@@ -362,7 +363,7 @@ static void seed(struct mt_replay *rp)
 
 static void apply_block(struct mt_replay *rp)
 {
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     switch (ev->action) {
     case MEMTRACE_ALLOC:
         rp->eff.kind = MT_EFF_ALLOC;
@@ -463,7 +464,7 @@ static void seg_drop(struct mt_replay *rp, struct mt_live *e, uint64_t left, uin
  * of one, at once, so it walks live pieces from addr and trims a partly unmapped one. */
 static void apply_seg(struct mt_replay *rp)
 {
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     switch (ev->action) {
     case MEMTRACE_SEGMENT_ALLOC:
     case MEMTRACE_SEGMENT_MAP:
@@ -511,7 +512,7 @@ static void apply_seg(struct mt_replay *rp)
  * its pop (which carries no name) is found. */
 static int point_reached(struct mt_replay *rp, const struct mt_point *p, int is_end)
 {
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     switch (p->kind) {
     case MT_POINT_TIME:
         return ev->time_ns - rp->t_first >= p->value;
@@ -529,7 +530,7 @@ static int point_reached(struct mt_replay *rp, const struct mt_point *p, int is_
 static int window_closes(struct mt_replay *rp)
 {
     const struct mt_point *to = &rp->filter.to;
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     if (to->kind == MT_POINT_NONE)
         return 0;
     if (to->kind == MT_POINT_TIME)
@@ -543,7 +544,7 @@ static int window_closes(struct mt_replay *rp)
  * the pop that brings it back to zero ends the window (after that event). */
 static int annotation_ends(struct mt_replay *rp)
 {
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     if (rp->filter.to.kind != MT_POINT_ANNOTATION || ev->action != MEMTRACE_ANNOTATE)
         return 0;
     if (ev->aux == MEMTRACE_ANNOTATE_MARK)
@@ -569,10 +570,10 @@ int mt_replay_next(struct mt_replay *rp)
 {
     if (rp->window_done)
         return 0;
-    int rc = memtrace_reader_next(rp->r, &rp->ev);
+    int rc = memtrace_reader_next_ref(rp->r, &rp->ev);
     if (rc <= 0)
         return rc;
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     rp->index = rp->events++;
     if (rp->index == 0)
         rp->t_first = ev->time_ns;

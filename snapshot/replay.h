@@ -128,9 +128,12 @@ struct mt_replay {
     struct memtrace_reader *r;
     const char *path;
     struct mt_filter filter;
-    struct memtrace_event ev; /* the last event read */
-    uint64_t index;           /* its index; events read = index + 1 */
-    uint64_t events;          /* events read */
+    /* The last event read, held by the reader until the next mt_replay_next (an
+     * all-zero event before the first). */
+    const struct memtrace_event *ev;
+    struct memtrace_event none;
+    uint64_t index;  /* its index; events read = index + 1 */
+    uint64_t events; /* events read */
     uint64_t t_first, t_min, t_max;
     int in_window, window_done;
 

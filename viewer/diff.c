@@ -316,7 +316,7 @@ static int replay_side(struct side *sd)
         cli_progress_update(&prog, rp->events);
         if (rp->eff.kind != MT_EFF_SEG_ADD || !rp->in_window)
             continue;
-        const struct mt_live *e = mt_addrtab_find(&rp->segs, rp->ev.addr);
+        const struct mt_live *e = mt_addrtab_find(&rp->segs, rp->ev->addr);
         if (e && e->counted) {
             struct segclass *c = &sd->cls[size_class(e->size)];
             c->allocs++;
@@ -352,7 +352,7 @@ static void check_point(const struct side *sd, const struct mt_point *p, const c
     if (p->kind == MT_POINT_EVENT)
         reached |= rp->events > p->value;
     else if (p->kind == MT_POINT_TIME)
-        reached |= rp->events && rp->ev.time_ns - rp->t_first >= p->value;
+        reached |= rp->events && rp->ev->time_ns - rp->t_first >= p->value;
     if (!reached)
         cli_error("warning: %s ends before --%s %s: comparing its end", sd->path, flag, sd->point);
 }

@@ -110,7 +110,7 @@ static int leaks_file(const char *path, struct cli_file_part *part)
     while ((rc = mt_replay_next(rp)) == 1) {
         e.found = 1;
         e.index = rp->index;
-        e.time = rp->ev.time_ns;
+        e.time = rp->ev->time_ns;
         if (rp->in_window && e.since == UINT64_MAX)
             e.since = rp->index;
         cli_progress_update(&prog, rp->events);

@@ -119,7 +119,7 @@ static int peak_file(const char *path, struct cli_file_part *part)
         while ((rc = mt_replay_next(rp)) == 1) {
             p.found = 1;
             p.index = rp->index;
-            p.time = rp->ev.time_ns;
+            p.time = rp->ev->time_ns;
         }
         status = cli_replay_done_cli(rp, rc);
         if (status == CLI_EXIT_OK && at.kind == MT_POINT_ANNOTATION && !rp->window_done) {

@@ -93,7 +93,7 @@ static int find_point(const char *path, const struct mt_filter *f, uint64_t *ind
         return CLI_EXIT_FAIL;
     int rc, found = 0;
     while ((rc = mt_replay_next(rp)) == 1) {
-        const struct memtrace_event *ev = &rp->ev;
+        const struct memtrace_event *ev = rp->ev;
         if (at.kind == MT_POINT_TIME) {
             if (ev->time_ns - rp->t_first > at.value)
                 break;
@@ -260,9 +260,9 @@ static int print_json(const struct view *v)
     json_t *j = json_object();
     json_object_set_new(j, "file", json_string(v->path));
     json_object_set_new(j, "event", rp->events ? cli_json_u64(rp->index) : json_null());
-    json_object_set_new(j, "time_ns", cli_json_u64(rp->events ? rp->ev.time_ns : 0));
+    json_object_set_new(j, "time_ns", cli_json_u64(rp->events ? rp->ev->time_ns : 0));
     json_object_set_new(j, "offset_ns",
-                        cli_json_u64(rp->events ? rp->ev.time_ns - rp->t_first : 0));
+                        cli_json_u64(rp->events ? rp->ev->time_ns - rp->t_first : 0));
     json_t *arr = json_array();
     for (size_t k = 0; k < v->nseg; k++) {
         const struct seg *g = &v->segs[k];
@@ -326,7 +326,7 @@ static int print_text(const struct view *v)
     }
     if (rp->events)
         printf("segments of %s after event %" PRIu64 " (+%s)\n", v->path, rp->index,
-               cli_fmt_duration(a, sizeof(a), rp->ev.time_ns - rp->t_first));
+               cli_fmt_duration(a, sizeof(a), rp->ev->time_ns - rp->t_first));
     else
         printf("segments of %s: no events\n", v->path);
     printf("legend: '#' allocated, '+' pending free, '.' free (reserved, not allocated)\n");

@@ -242,7 +242,7 @@ static void initial(void *ctx, const struct mt_live *e, int is_seg)
 static void apply(struct stats *st, const struct mt_replay *rp)
 {
     const struct mt_effect *eff = &rp->eff;
-    const struct memtrace_event *ev = &rp->ev;
+    const struct memtrace_event *ev = rp->ev;
     st->in_window = rp->in_window;
     switch (eff->kind) {
     case MT_EFF_ALLOC: {

@@ -156,18 +156,18 @@ static int collect(struct mt_replay *rp, struct tl *t)
     int rc;
     while ((rc = mt_replay_next(rp)) == 1) {
         cli_progress_update(&prog, rp->events);
-        if (rp->ev.action == MEMTRACE_COUNTER) {
+        if (rp->ev->action == MEMTRACE_COUNTER) {
             size_t j;
-            for (j = 2; j < t->ns && t->s[j].device != rp->ev.device; j++)
+            for (j = 2; j < t->ns && t->s[j].device != rp->ev->device; j++)
                 ;
             if (j == t->ns) {
-                char mark = (char)('0' + (rp->ev.device < 0 ? 0 : rp->ev.device % 10));
-                if (!add_series(t, "used", rp->ev.device, rp->ev.device < 0 ? 'h' : mark)) {
+                char mark = (char)('0' + (rp->ev->device < 0 ? 0 : rp->ev->device % 10));
+                if (!add_series(t, "used", rp->ev->device, rp->ev->device < 0 ? 'h' : mark)) {
                     rc = MEMTRACE_ENOMEM;
                     break;
                 }
             }
-            t->s[j].total = rp->ev.size;
+            t->s[j].total = rp->ev->size;
         }
         if (t->ns > cap) {
             uint64_t *l = realloc(levels, t->ns * sizeof(*l));
@@ -185,7 +185,7 @@ static int collect(struct mt_replay *rp, struct tl *t)
             levels[j] = d ? d->used : 0;
         }
         if (rp->in_window)
-            put(t, rp->ev.time_ns, levels);
+            put(t, rp->ev->time_ns, levels);
         else
             for (size_t j = 0; j < t->ns; j++)
                 t->s[j].last = levels[j];

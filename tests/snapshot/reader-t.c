@@ -438,6 +438,28 @@ static void decode_shapes(void)
     int wrong = round_trip(path, ev, N, &read);
     is_int(N, (long long)read, "one thread, device and stream: %d events read", N);
     is_int(0, wrong, "each equal to the one written");
+    /* Without the copy: each event stays as it was while the caller holds it (the
+     * source runs ahead meanwhile: a pause every 1,000 events lets it fill the
+     * queue), and at the end the pointer shows the last one. */
+    struct memtrace_reader *rr;
+    struct memtrace_errinfo rerr;
+    if (memtrace_reader_open(&rr, path, &rerr) != 0)
+        bail_out(rerr.text);
+    const struct memtrace_event *cur = NULL;
+    size_t nref = 0;
+    int kept = 1, rc;
+    while ((rc = memtrace_reader_next_ref(rr, &cur)) == 1) {
+        if (nref % 1000 == 999)
+            usleep(200);
+        if (nref >= N || !event_equal(cur, &ev[nref]))
+            kept = 0;
+        nref++;
+    }
+    is_int(N, (long long)nref, "by reference: %d events", N);
+    ok(kept, "each one right while it is held, over %d batches", N / 4096 + 1);
+    ok(rc == 0 && cur != NULL && event_equal(cur, &ev[N - 1]),
+       "at the end the pointer shows the last event");
+    memtrace_reader_close(rr);
     /* The same with a second thread: every chunk takes the general path. */
     for (size_t i = 0; i < N; i += 7)
         ev[i].tid = 4243;
