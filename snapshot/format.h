@@ -124,6 +124,11 @@ static inline void mt_put_u32(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* reader.c decodes most EVENTS chunks by a loop of their own (one thread, device,
+ * pool and stream); with on != 0, readers opened after the call decode every chunk
+ * the general way, so that tests can check that both give the same events. */
+void mt_reader_general_only(int on);
+
 static inline uint16_t mt_get_u16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));

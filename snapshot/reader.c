@@ -764,6 +764,14 @@ static inline uint64_t take_varint(const uint8_t **pp)
     return v;
 }
 
+/* Set by mt_reader_general_only (tests): every chunk takes the general decoder. */
+static int general_only;
+
+void mt_reader_general_only(int on)
+{
+    general_only = on;
+}
+
 /* Whether a chunk has the shape of one thread, device, pool and stream: the columns
  * that vary are the hits, action, time, addr, size, requested size and stack, and
  * every other one is constant. Such a chunk is decoded by decode_common. */
@@ -841,7 +849,7 @@ static int absorb_events(const struct memtrace_reader *r, struct source *s)
         s->cols[c].konst = 1;
     if (p != end)
         return src_bad_payload(r, s, "events", "trailing bytes");
-    s->common = common_shape(s->cols);
+    s->common = !general_only && common_shape(s->cols);
     if (s->common) {
         if (s->slim == NULL && (s->slim = malloc(MT_PREDICT_SIZE * sizeof(*s->slim))) == NULL)
             return src_fail(r, s, MEMTRACE_ENOMEM, s->chunk_off, "out of memory");

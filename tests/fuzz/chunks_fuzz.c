@@ -8,10 +8,10 @@
  * control bit 0 appends an END chunk, bit 1 cuts the file inside its last chunk,
  * bit 2 damages the last chunk's checksum, bits 3-5 pick a replay filter (by device,
  * by size, a window of events), so that the filtered passes of `summary`, `peak` and
- * `timeline` run too. version 0 writes 1.0, 0xff major 0 and 0xfe major 2 (both
- * refused), any other v writes 1.(v-1).
- * Seeds: tests/fuzz/corpus/chunks/, made from the reader's seeds by
- * tests/fuzz/chunks-seed.py. */
+ * `timeline` run too; every file is also read twice, with and without the decoding
+ * loop for chunks of one thread and device, and the two must agree. version 0 writes 1.0, 0xff
+ * major 0 and 0xfe major 2 (both refused), any other v writes 1.(v-1). Seeds:
+ * tests/fuzz/corpus/chunks/, made from the reader's seeds by tests/fuzz/chunks-seed.py. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -53,6 +53,44 @@ static void chunk(struct out *o, uint8_t type, const uint8_t *raw, size_t len, i
     put(o, h, sizeof(h));
     put(o, stored, stored_len);
     free(stored);
+}
+
+/* Reads up to max events of path into ev; how many, or -1 if it cannot be opened. An
+ * error or the end stops it: what came before is what both decoders must agree on. */
+static long read_events(const char *path, struct memtrace_event *ev, long max, int *rc)
+{
+    struct memtrace_reader *r;
+    *rc = 0;
+    if (memtrace_reader_open(&r, path, NULL) != 0)
+        return -1;
+    long n = 0;
+    while (n < max && (*rc = memtrace_reader_next(r, &ev[n])) == 1)
+        n++;
+    memtrace_reader_close(r);
+    return n;
+}
+
+/* The loop for chunks of one thread and device and the general decoder give the same
+ * events, and stop at the same error. */
+static void same_both_ways(const char *path)
+{
+    enum { MAX = 1 << 16 };
+    static struct memtrace_event a[MAX], b[MAX];
+    int rca, rcb;
+    long na = read_events(path, a, MAX, &rca);
+    mt_reader_general_only(1);
+    long nb = read_events(path, b, MAX, &rcb);
+    mt_reader_general_only(0);
+    FUZZ_CHECK(na == nb && rca == rcb, "the two decoders read different counts");
+    for (long i = 0; i < na; i++)
+        FUZZ_CHECK(a[i].time_ns == b[i].time_ns && a[i].addr == b[i].addr &&
+                       a[i].size == b[i].size && a[i].requested_size == b[i].requested_size &&
+                       a[i].stream == b[i].stream && a[i].aux == b[i].aux &&
+                       a[i].device == b[i].device && a[i].pool == b[i].pool &&
+                       a[i].tid == b[i].tid && a[i].stack == b[i].stack &&
+                       a[i].category == b[i].category && a[i].source == b[i].source &&
+                       a[i].action == b[i].action,
+                   "the two decoders read different events");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -119,7 +157,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         filter.stream = 0;
         break;
     }
-    fuzz_walk(fuzz_file(o.p, o.n), ((control >> 3) & 7) ? &filter : NULL);
+    const char *path = fuzz_file(o.p, o.n);
+    fuzz_walk(path, ((control >> 3) & 7) ? &filter : NULL);
+    same_both_ways(path);
     free(o.p);
     return 0;
 }

@@ -122,7 +122,7 @@ int fuzz_walk(const char *path, const struct mt_filter *f)
     if (rc < 0)
         return rc;
     while ((rc = mt_replay_next(rp)) == 1) {
-        const struct memtrace_event *ev = &rp->ev;
+        const struct memtrace_event *ev = rp->ev;
         touch_stack(r, ev->stack);
         sink += strlen(memtrace_reader_string(r, ev->category));
         sink += strlen(memtrace_reader_string(r, ev->source));
