@@ -744,8 +744,8 @@ static uint64_t count_hits(const uint8_t *bits, uint64_t n)
     return hits;
 }
 
-/* The next varint at *pp, advancing it: as col_next, for a column pointer that a
- * decoding loop keeps in a local. */
+/* The next varint at *pp, advancing it. Unchecked: absorb_events has counted one
+ * well-formed varint per value the decoder takes, the last one ending the column. */
 static inline uint64_t take_varint(const uint8_t **pp)
 {
     const uint8_t *p = *pp;
@@ -867,26 +867,23 @@ static int absorb_events(const struct memtrace_reader *r, struct source *s)
     return 0;
 }
 
-/* The next value of a column. Unchecked: absorb_events has counted one well-formed
- * varint per value the decoder takes, the last one ending the column. */
+/* The next value of a column. */
 static inline uint64_t col_next(struct column *c)
 {
-    if (c->konst)
-        return c->value;
-    const uint8_t *p = c->p;
-    uint64_t v = *p++;
-    if (v >= 0x80) {
-        v &= 0x7f;
-        unsigned shift = 7;
-        uint64_t b;
-        do {
-            b = *p++;
-            v |= (b & 0x7f) << shift;
-            shift += 7;
-        } while (b >= 0x80);
-    }
-    c->p = p;
-    return v;
+    return c->konst ? c->value : take_varint(&c->p);
+}
+
+/* Where a decoding loop stopped, for its next call: m events decoded, up to event i
+ * of the chunk, the last one at time and addr, the next key. Returns m. */
+static size_t decoded(struct source *s, uint64_t time, uint64_t addr, uint32_t key, size_t i,
+                      size_t m)
+{
+    s->prev.time_ns = time;
+    s->prev.addr = addr;
+    s->key = key;
+    s->ev_index = i;
+    s->ev_left -= m;
+    return m;
 }
 
 /* decode() for a chunk of the common shape: the varying columns' positions stay in
@@ -956,17 +953,8 @@ static size_t decode_common(struct source *s, struct memtrace_event *out, size_t
     c[MT_COL_SIZE].p = pz;
     c[MT_COL_REQUESTED].p = pr;
     c[MT_COL_STACK].p = ps;
-    /* What a generic decode() of the chunk's next events would need from this one. */
-    s->prev.time_ns = time;
-    s->prev.addr = addr;
-    s->prev.stream = stream;
-    s->prev.tid = tid;
-    s->prev.device = device;
-    s->prev.pool = pool;
-    s->key = key;
-    s->ev_index = i;
-    s->ev_left -= m;
-    return m;
+    /* The rest of prev is the chunk's constants: only this loop reads this chunk. */
+    return decoded(s, time, addr, key, i, m);
 }
 
 /* Decodes up to max events of the current EVENTS chunk into out; returns how many.
@@ -1048,16 +1036,11 @@ static size_t decode(struct source *s, struct memtrace_event *out, size_t max)
         o->time_ns = slot->time_ns = time;
         key = mt_predict_key(addr, action);
     }
-    s->prev.time_ns = time;
-    s->prev.addr = addr;
     s->prev.stream = stream;
     s->prev.tid = tid;
     s->prev.device = device;
     s->prev.pool = pool;
-    s->key = key;
-    s->ev_index = i;
-    s->ev_left -= m;
-    return m;
+    return decoded(s, time, addr, key, i, m);
 }
 
 /* Fills it with what comes next: a batch of events, a chunk for the reader to absorb
