@@ -115,6 +115,18 @@ static void merge(struct tl *t)
     t->wshift++;
 }
 
+/* Series s takes level v in bucket idx, off ns after the first event. */
+static inline void bump(struct series *s, size_t idx, uint64_t v, uint64_t off)
+{
+    if (v > s->b[idx])
+        s->b[idx] = v;
+    if (v > s->peak) {
+        s->peak = v;
+        s->peak_off = off;
+    }
+    s->last = v;
+}
+
 /* Puts the levels after the event at time `time` into its bucket. */
 static void put(struct tl *t, uint64_t time, const uint64_t *levels)
 {
@@ -135,13 +147,7 @@ static void put(struct tl *t, uint64_t time, const uint64_t *levels)
         struct series *s = &t->s[j];
         for (size_t i = t->top + 1; i <= idx; i++)
             s->b[i] = s->last;
-        if (levels[j] > s->b[idx])
-            s->b[idx] = levels[j];
-        if (levels[j] > s->peak) {
-            s->peak = levels[j];
-            s->peak_off = off;
-        }
-        s->last = levels[j];
+        bump(s, idx, levels[j], off);
     }
     if (idx > t->top)
         t->top = idx;
@@ -156,6 +162,16 @@ static int collect(struct mt_replay *rp, struct tl *t)
     int rc;
     while ((rc = mt_replay_next(rp)) == 1) {
         cli_progress_update(&prog, rp->events);
+        /* Most events land in the bucket of the one before, with no device series:
+         * only the two levels to take, without the general put(). */
+        if (t->ns == 2 && t->started && rp->in_window && rp->ev->action != MEMTRACE_COUNTER) {
+            uint64_t time = rp->ev->time_ns, off = time > t->t0 ? time - t->t0 : 0;
+            if ((off >> t->wshift) == t->top) {
+                bump(&t->s[0], t->top, rp->allocated.cur, off);
+                bump(&t->s[1], t->top, rp->reserved.cur, off);
+                continue;
+            }
+        }
         if (rp->ev->action == MEMTRACE_COUNTER) {
             size_t j;
             for (j = 2; j < t->ns && t->s[j].device != rp->ev->device; j++)
