@@ -115,6 +115,8 @@ int mt_replay_truncated(const struct mt_replay *rp)
 
 static struct mt_tally *tally(struct mt_replay *rp, struct mt_tallies *ts, uint32_t stack)
 {
+    if (rp->no_tallies)
+        return NULL;
     /* The reader checks stack ids against its table; this keeps a tally array from
      * ever being sized by a number a file made up. */
     if (stack > memtrace_reader_stack_count(rp->r))

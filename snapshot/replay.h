@@ -150,6 +150,9 @@ struct mt_replay {
      * files without free_requested. */
     struct mt_level in_use;
     struct mt_tallies block_stacks, seg_stacks;
+    /* Set before the first event by a view that reads no per-stack figures: the
+     * tallies above then stay empty, and the replay does not keep them. */
+    int no_tallies;
     struct mt_devlevel *dev;
     size_t ndev;
 

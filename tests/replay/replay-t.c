@@ -165,6 +165,27 @@ int main(void)
                     free(b);
                 }
             }
+            /* A view that reads no per-stack figures gets every other one alike. */
+            struct mt_replay *lean = NULL;
+            int same = mt_replay_open(&lean, input, NULL, &err) == 0;
+            if (same) {
+                lean->no_tallies = 1;
+                same = mt_replay_run(lean) == 0;
+            }
+            if (same) {
+                json_t *lg = outcome(lean);
+                static const char *const stacks[] = {"stacks_at_peak", "stacks_allocated",
+                                                     "temporaries"};
+                for (size_t k = 0; k < sizeof stacks / sizeof *stacks; k++) {
+                    same = same && json_object_size(json_object_get(lg, stacks[k])) == 0;
+                    json_object_del(lg, stacks[k]);
+                    json_object_del(got, stacks[k]);
+                }
+                same = same && json_equal(lg, got);
+                json_decref(lg);
+            }
+            ok(same, "%s: without stack tallies, the same figures and no stacks", name);
+            mt_replay_close(lean);
             json_decref(got);
         }
         mt_replay_close(rp);
