@@ -115,7 +115,7 @@ int mt_replay_truncated(const struct mt_replay *rp)
 
 static struct mt_tally *tally(struct mt_replay *rp, struct mt_tallies *ts, uint32_t stack)
 {
-    if (rp->no_tallies)
+    if (rp->lean)
         return NULL;
     /* The reader checks stack ids against its table; this keeps a tally array from
      * ever being sized by a number a file made up. */
@@ -234,7 +234,7 @@ static void leave(struct mt_replay *rp, const struct mt_live *e, int is_seg)
     fall(l, e->size);
     if (!is_seg && !e->pending)
         fall(&rp->in_use, e->size);
-    struct mt_devlevel *d = devlevel(rp, e->device);
+    struct mt_devlevel *d = rp->lean ? NULL : devlevel(rp, e->device);
     if (d)
         fall(is_seg ? &d->reserved : &d->allocated, e->size);
     struct mt_tally *t = tally(rp, is_seg ? &rp->seg_stacks : &rp->block_stacks, e->stack);
@@ -296,7 +296,7 @@ static struct mt_live *enter_ev(struct mt_replay *rp, const struct memtrace_even
             t->alloc_count++;
         }
     }
-    struct mt_devlevel *d = devlevel(rp, ev->device);
+    struct mt_devlevel *d = rp->lean ? NULL : devlevel(rp, ev->device);
     if (d) {
         struct mt_level *dl = is_seg ? &d->reserved : &d->allocated;
         dl->cur += ev->size;
@@ -456,7 +456,7 @@ static void seg_drop(struct mt_replay *rp, struct mt_live *e, uint64_t left, uin
         t->live_count++;
     }
     rp->reserved.cur += rest->size;
-    struct mt_devlevel *d = devlevel(rp, rest->device);
+    struct mt_devlevel *d = rp->lean ? NULL : devlevel(rp, rest->device);
     if (d)
         d->reserved.cur += rest->size;
 }

@@ -150,9 +150,11 @@ struct mt_replay {
      * files without free_requested. */
     struct mt_level in_use;
     struct mt_tallies block_stacks, seg_stacks;
-    /* Set before the first event by a view that reads no per-stack figures: the
-     * tallies above then stay empty, and the replay does not keep them. */
-    int no_tallies;
+    /* Set before the first event by a view that reads only the overall levels and
+     * the live entries: the model then keeps no per-stack tallies (block_stacks and
+     * seg_stacks stay empty) and no per-device allocated and reserved levels (a
+     * device's counter figures, used, total and rss, are still kept). */
+    int lean;
     struct mt_devlevel *dev;
     size_t ndev;
 

@@ -327,7 +327,7 @@ int cli_cmd_info(int argc, char **argv)
     struct mt_replay *in = cli_replay_open_cli(path, NULL);
     if (!in)
         return CLI_EXIT_FAIL;
-    in->no_tallies = 1;
+    in->lean = 1;
     int status = cli_replay_run_cli(in, "info");
     if (status != CLI_EXIT_OK) {
         mt_replay_close(in);

@@ -103,7 +103,7 @@ static int leaks_file(const char *path, struct cli_file_part *part)
     struct mt_replay *rp = cli_replay_open_cli(path, &filter);
     if (!rp)
         return CLI_EXIT_FAIL;
-    rp->no_tallies = 1; /* what is live at the end is grouped from the live blocks */
+    rp->lean = 1; /* what is live at the end is grouped from the live blocks */
 
     struct end e = {.since = UINT64_MAX};
     struct cli_progress prog;

@@ -384,7 +384,7 @@ static int timeline_file(const char *path, struct cli_file_part *part)
     struct mt_replay *rp = cli_replay_open_cli(path, &filter);
     if (!rp)
         return CLI_EXIT_FAIL;
-    rp->no_tallies = 1;
+    rp->lean = 1;
     if (!add_series(&t, "allocated", 0, 'a') || !add_series(&t, "reserved", 0, 'r')) {
         cli_error("out of memory while replaying %s", path);
         goto out;
