@@ -1434,9 +1434,14 @@ out:
 int memtrace_reader_next_ref(struct memtrace_reader *r, const struct memtrace_event **ev)
 {
     if (r->ev_cur == r->ev_n) {
-        /* The batch goes back to the source: what the caller holds must outlive it. */
-        if (r->ev_n > 0 && r->ev != NULL) {
-            r->last = r->ev[r->ev_n - 1];
+        /* The batch goes back to the source: what the caller holds must outlive it,
+         * so the reader's own copy of it becomes the batch until the next one. */
+        if (r->ev_n > 0) {
+            if (r->ev != &r->last) {
+                r->last = r->ev[r->ev_n - 1];
+                r->ev = &r->last;
+                r->ev_n = r->ev_cur = 1;
+            }
             *ev = &r->last;
         }
         int rc = advance(r);

@@ -459,6 +459,10 @@ static void decode_shapes(void)
     ok(kept, "each one right while it is held, over %d batches", N / 4096 + 1);
     ok(rc == 0 && cur != NULL && event_equal(cur, &ev[N - 1]),
        "at the end the pointer shows the last event");
+    const struct memtrace_event *again = NULL;
+    rc = memtrace_reader_next_ref(rr, &again);
+    ok(rc == 0 && again != NULL && event_equal(again, &ev[N - 1]),
+       "and so does another call after the end");
     memtrace_reader_close(rr);
     /* The same with a second thread: every chunk takes the general path. */
     for (size_t i = 0; i < N; i += 7)
