@@ -235,6 +235,16 @@ static void writer_rest(int active)
         rsignal(&mt_rec.space); /* the forking thread waits for this */
 }
 
+/* Called with the lock, when the writer is free: the buffer being filled goes to the
+ * writer and recording goes on in the other one. */
+static void hand_over(void)
+{
+    stream_handed += mt_rec.nbuf[mt_rec.cur];
+    mt_rec.cur ^= 1;
+    mt_rec.nbuf[mt_rec.cur] = 0;
+    mt_rec.writer_busy = 1;
+}
+
 static void *stream_main(void *arg)
 {
     (void)arg;
@@ -277,12 +287,8 @@ static void *stream_main(void *arg)
             if (!mt_rec.writer_busy && !mt_rec.stopping && stream_wait_ms() > 0)
                 continue; /* woken early, or the buffer's first event came meanwhile */
         }
-        if (!mt_rec.writer_busy && mt_rec.nbuf[mt_rec.cur] > 0) {
-            stream_handed += mt_rec.nbuf[mt_rec.cur];
-            mt_rec.cur ^= 1;
-            mt_rec.nbuf[mt_rec.cur] = 0;
-            mt_rec.writer_busy = 1;
-        }
+        if (!mt_rec.writer_busy && mt_rec.nbuf[mt_rec.cur] > 0)
+            hand_over();
         int full = mt_rec.cur ^ 1;
         int stopping = mt_rec.stopping;
         if (mt_rec.forking)
@@ -461,10 +467,7 @@ __attribute__((noinline)) int mt_stream_wait_room(void)
 {
     while (mt_rec.nbuf[mt_rec.cur] == MT_STREAM_BUF_EVENTS) {
         if (!mt_rec.writer_busy) {
-            stream_handed += mt_rec.nbuf[mt_rec.cur];
-            mt_rec.cur ^= 1;
-            mt_rec.nbuf[mt_rec.cur] = 0;
-            mt_rec.writer_busy = 1;
+            hand_over();
             rsignal(&mt_rec.work);
         } else {
             mt_rec.space_waiters++;
