@@ -29,13 +29,16 @@
 
 /* The perfetto output goes through buffers of its own, with integers formatted by
  * hand: it is gigabytes of small numbers, where printf's parsing of its format and
- * stdio's locking and small copies were most of the time. Each full megabyte is
+ * stdio's locking and small copies were most of the time. Each full buffer is
  * handed to a second thread that fwrites it (stdio passes it to write(2) without a
  * copy), so that the kernel's copy into the page cache, as long as the rest of the
- * export, overlaps the next megabyte's replay and formatting. Without a thread, the
- * buffer is written in place. */
-#define OB_SIZE ((size_t)1 << 20)
-#define OB_NBUF 4
+ * export, overlaps the next buffer's replay and formatting. Without a thread, the
+ * buffer is written in place. Sixteen buffers of 64 KiB, not four of 1 MiB: the
+ * kernel took more than twice as long over the same 2.3 GB in 1 MiB writes (sys
+ * 3.2-3.6 s against 0.8-0.9 s, BENCHMARKS.md), and a plain loop of write(2)s showed
+ * the same. */
+#define OB_SIZE ((size_t)1 << 16)
+#define OB_NBUF 16
 
 struct obuf {
     FILE *out;
