@@ -11,10 +11,11 @@
 # and memtrace import -o DIR/import.memtrace --force, and prints a table: median
 # wall time, median CPU time (user + sys), largest peak RSS, and each ratio of
 # pickle.load's figure to memtrace's. Targets: at least 20 times faster (wall), at
-# most a tenth of the peak RSS.
+# most a tenth of the peak RSS. Last, where bench/pickle_walk is built, it prints how
+# long merely walking the pickle's bytes takes, against the time 20x allows.
 #
 # Environment: MEMTRACE (default ./memtrace), PYTHON (default python3), GEN (default
-# the gen_pickle.py beside this script).
+# the gen_pickle.py beside this script), WALKER (default ./bench/pickle_walk).
 set -u
 
 entries=1000000
@@ -29,7 +30,7 @@ while getopts "n:r:d:s:h" opt; do
     d) dir=$OPTARG ;;
     s) seed=$OPTARG ;;
     h)
-        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
     *) exit 2 ;;
@@ -119,3 +120,10 @@ echo "| pickle.load / memtrace | $(ratio "$pw" "$mw") | $(ratio "$pc" "$mc") | $
 awk -v w="$(ratio "$pw" "$mw")" -v r="$(ratio "$pr" "$mr")" 'BEGIN {
     printf "# targets: wall ratio >= 20 (%s), RSS ratio >= 10 (%s)\n",
         (w + 0 >= 20) ? "met" : "missed", (r + 0 >= 10) ? "met" : "missed" }'
+# The least the reading thread could spend, against the time the target allows.
+walker=${WALKER:-./bench/pickle_walk}
+if [ -x "$walker" ] && floor=$("$walker" "$file" "$rounds" 2>&1); then
+    echo "# the bytes alone, nothing built (bench/pickle_walk, best of $rounds), against the"
+    echo "# $(awk -v ms="$pw" 'BEGIN { printf "%.3f", ms / 20000 }') s that 20x allows:"
+    echo "$floor" | sed 's/^/#   /'
+fi

@@ -25,3 +25,6 @@ EXTRA_DIST += bench/import_bench.sh bench/gen_pickle.py
 # "Analysis commands").
 noinst_PROGRAMS += bench/inflate_bench
 bench_inflate_bench_LDADD = $(SNAPSHOT_LIBS)
+# The least the import's reading thread could spend: a PyTorch pickle's bytes walked
+# with nothing built (BENCHMARKS.md, "PyTorch pickle import").
+noinst_PROGRAMS += bench/pickle_walk
