@@ -63,9 +63,17 @@ const char *mt_export_frame_file(const struct memtrace_frame *fr)
 
 void mt_export_json_str(FILE *out, const char *s)
 {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
+    mt_export_byte(out, '"');
+    for (const unsigned char *p = (const unsigned char *)s;;) {
+        /* the run of bytes that need no escape goes out in one write */
+        const unsigned char *q = p;
+        while (*q >= 0x20 && *q != '"' && *q != '\\')
+            q++;
+        if (q > p)
+            fwrite(p, 1, (size_t)(q - p), out);
+        if (!*q)
+            break;
+        switch (*q) {
         case '"':
             fputs("\\\"", out);
             break;
@@ -82,13 +90,11 @@ void mt_export_json_str(FILE *out, const char *s)
             fputs("\\t", out);
             break;
         default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
-            else
-                fputc(*p, out);
+            fprintf(out, "\\u%04x", *q);
         }
+        p = q + 1;
     }
-    fputc('"', out);
+    mt_export_byte(out, '"');
 }
 
 int mt_export_reader_failed(struct memtrace_reader *r, const char *path, int rc,
@@ -132,7 +138,7 @@ static int out_failed(FILE *out, const char *path, struct memtrace_errinfo *err)
 static void folded_frame(FILE *out, const char *s)
 {
     for (; *s; s++)
-        fputc(*s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s, out);
+        mt_export_byte(out, *s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s);
 }
 
 static int export_folded(const char *path, unsigned flags, const struct mt_filter *f, FILE *out,
@@ -169,7 +175,7 @@ static int export_folded(const char *path, unsigned flags, const struct mt_filte
                 mt_export_frame_name(buf, sizeof(buf), memtrace_reader_frame(rp->r, frames[k]));
             folded_frame(out, name[0] ? name : "[unknown]");
             if (k)
-                fputc(';', out);
+                mt_export_byte(out, ';');
         }
         fprintf(out, " %" PRIu64 "\n", t->alloc_bytes);
         st->written++;
@@ -199,13 +205,13 @@ static void csv_str(FILE *out, const char *s)
         fputs(s, out);
         return;
     }
-    fputc('"', out);
+    mt_export_byte(out, '"');
     for (; *s; s++) {
         if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
+            mt_export_byte(out, '"');
+        mt_export_byte(out, *s);
     }
-    fputc('"', out);
+    mt_export_byte(out, '"');
 }
 
 /* Whether the event just replayed goes in a filtered CSV: inside the window; an
@@ -272,7 +278,7 @@ static int export_csv(const char *path, const struct mt_filter *f, FILE *out,
                 rp->index, ev->time_ns, a, ev->device, ev->stream, ev->addr, ev->size,
                 ev->requested_size, ev->pool, ev->tid, ev->stack);
         csv_str(out, memtrace_reader_string(rp->r, ev->category));
-        fputc(',', out);
+        mt_export_byte(out, ',');
         csv_str(out, memtrace_reader_string(rp->r, ev->source));
         fprintf(out, ",%" PRIu64 "\n", ev->aux);
         st->written++;

@@ -58,7 +58,7 @@ static void pre(struct em *e)
         return;
     }
     if (e->depth > 0 && e->count[e->depth - 1]++ > 0)
-        fputc(',', e->f);
+        mt_export_byte(e->f, ',');
 }
 
 static void em_open(struct em *e, int dict)
@@ -67,7 +67,7 @@ static void em_open(struct em *e, int dict)
     if (e->pickle)
         dict ? mt_pkw_dict(&e->pk) : mt_pkw_list(&e->pk);
     else
-        fputc(dict ? '{' : '[', e->f);
+        mt_export_byte(e->f, dict ? '{' : '[');
     if (e->depth < 32)
         e->count[e->depth] = 0;
     e->depth++;
@@ -79,7 +79,7 @@ static void em_close(struct em *e, int dict)
     if (e->pickle)
         mt_pkw_close(&e->pk);
     else
-        fputc(dict ? '}' : ']', e->f);
+        mt_export_byte(e->f, dict ? '}' : ']');
 }
 
 static void em_str(struct em *e, const char *s)
@@ -111,7 +111,7 @@ static void em_key(struct em *e, const char *k)
         return;
     }
     mt_export_json_str(e->f, k);
-    fputc(':', e->f);
+    mt_export_byte(e->f, ':');
     e->after_key = 1;
 }
 
@@ -158,7 +158,7 @@ static void em_json(struct em *e, json_t *v)
                 mt_pkw_str(&e->pk, k);
             else {
                 mt_export_json_str(e->f, k);
-                fputc(':', e->f);
+                mt_export_byte(e->f, ':');
                 e->after_key = 1;
             }
             em_json(e, x);
@@ -603,7 +603,7 @@ int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_
             mt_pkw_str(&x->e.pk, k);
         else {
             mt_export_json_str(out, k);
-            fputc(':', out);
+            mt_export_byte(out, ':');
             x->e.after_key = 1;
         }
         em_json(&x->e, v);
@@ -612,7 +612,7 @@ int mt_export_pytorch(const char *path, int pickle, FILE *out, struct mt_export_
     if (pickle)
         mt_pkw_end(&x->e.pk);
     else
-        fputc('\n', out);
+        mt_export_byte(out, '\n');
     if (x->e.nomem)
         rc = MEMTRACE_ENOMEM;
 out:

@@ -2058,9 +2058,10 @@ int mt_pickle_load(const unsigned char *buf, size_t len, json_t **out, struct mt
 
 /* The writer. */
 
+/* Without the stream's lock: only the writer's thread writes f (pickle.h). */
 static void put1(struct mt_pkw *w, unsigned b)
 {
-    fputc((int)b, w->f);
+    putc_unlocked((int)b, w->f);
 }
 
 static void putle(struct mt_pkw *w, uint64_t v, int n)

@@ -137,7 +137,9 @@ int mt_pv_from_json(json_t *j, struct mt_pv *out);
 void mt_pv_big_text(const struct mt_pv *v, char *buf);
 
 /* The writer. Containers nest up to 32 deep; lists are appended in batches of 1000 as
- * Python does. Errors of the stream are sticky: check mt_pkw_end(). */
+ * Python does. Errors of the stream are sticky: check mt_pkw_end(). Only the thread
+ * that writes the pickle may write its FILE meanwhile: bytes go in without the
+ * stream's lock. */
 struct mt_pkw {
     FILE *f;
     int depth;
