@@ -23,258 +23,20 @@
 #include <string.h>
 
 #include "export.h"
+#include "export_out.h"
 #include "frames.h"
 #include "memtrace.h"
 #include "replay.h"
 
-/* The perfetto output goes through buffers of its own, with integers formatted by
- * hand: it is gigabytes of small numbers, where printf's parsing of its format and
- * stdio's locking and small copies were most of the time. Each full buffer is
- * handed to a second thread that fwrites it (stdio passes it to write(2) without a
- * copy), so that the kernel's copy into the page cache, as long as the rest of the
- * export, overlaps the next buffer's replay and formatting. Without a thread, the
- * buffer is written in place. Sixteen buffers of 64 KiB, not four of 1 MiB: the
- * kernel took more than twice as long over the same 2.3 GB in 1 MiB writes (sys
- * 3.2-3.6 s against 0.8-0.9 s, BENCHMARKS.md), and a plain loop of write(2)s showed
- * the same. */
-#define OB_SIZE ((size_t)1 << 16)
-#define OB_NBUF 16
-
-struct obuf {
-    FILE *out;
-    char *buf; /* the one being filled: bufs[fill] */
-    size_t len;
-    char *bufs[OB_NBUF];
-    size_t lens[OB_NBUF]; /* bytes to write, 0 when free */
-    unsigned fill, next;  /* next: the one the thread writes next */
-    int threaded, ending;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-};
-
-static void *ob_writer(void *arg)
-{
-    struct obuf *o = arg;
-    pthread_mutex_lock(&o->lock);
-    for (;;) {
-        while (!o->lens[o->next] && !o->ending)
-            pthread_cond_wait(&o->cond, &o->lock);
-        size_t n = o->lens[o->next];
-        if (!n)
-            break;
-        char *b = o->bufs[o->next];
-        pthread_mutex_unlock(&o->lock);
-        fwrite(b, 1, n, o->out); /* errors stick to out: out_failed() */
-        pthread_mutex_lock(&o->lock);
-        o->lens[o->next] = 0;
-        o->next = (o->next + 1) % OB_NBUF;
-        pthread_cond_broadcast(&o->cond);
-    }
-    pthread_mutex_unlock(&o->lock);
-    return NULL;
-}
-
-/* 0, or -1 out of memory. */
-static int ob_open(struct obuf *o, FILE *out)
-{
-    memset(o, 0, sizeof(*o));
-    o->out = out;
-    int n = 0;
-    while (n < OB_NBUF && (o->bufs[n] = malloc(OB_SIZE)) != NULL)
-        n++;
-    if (n < OB_NBUF) {
-        while (n > 0)
-            free(o->bufs[--n]);
-        return -1;
-    }
-    o->buf = o->bufs[0];
-    pthread_mutex_init(&o->lock, NULL);
-    pthread_cond_init(&o->cond, NULL);
-    o->threaded = pthread_create(&o->thread, NULL, ob_writer, o) == 0;
-    return 0;
-}
-
-static void ob_flush(struct obuf *o)
-{
-    if (!o->len)
-        return;
-    if (!o->threaded) {
-        fwrite(o->buf, 1, o->len, o->out);
-        o->len = 0;
-        return;
-    }
-    pthread_mutex_lock(&o->lock);
-    o->lens[o->fill] = o->len;
-    o->fill = (o->fill + 1) % OB_NBUF;
-    pthread_cond_broadcast(&o->cond);
-    while (o->lens[o->fill])
-        pthread_cond_wait(&o->cond, &o->lock);
-    pthread_mutex_unlock(&o->lock);
-    o->buf = o->bufs[o->fill];
-    o->len = 0;
-}
-
-/* Writes what is left, ends the thread, frees the buffers. */
-static void ob_close(struct obuf *o)
-{
-    ob_flush(o);
-    if (o->threaded) {
-        pthread_mutex_lock(&o->lock);
-        o->ending = 1;
-        pthread_cond_broadcast(&o->cond);
-        pthread_mutex_unlock(&o->lock);
-        pthread_join(o->thread, NULL);
-    }
-    pthread_cond_destroy(&o->cond);
-    pthread_mutex_destroy(&o->lock);
-    for (int k = 0; k < OB_NBUF; k++)
-        free(o->bufs[k]);
-}
-
-static void ob_mem_slow(struct obuf *o, const char *s, size_t n)
-{
-    while (n) {
-        if (o->len == OB_SIZE)
-            ob_flush(o);
-        size_t k = OB_SIZE - o->len < n ? OB_SIZE - o->len : n;
-        memcpy(o->buf + o->len, s, k);
-        o->len += k;
-        s += k;
-        n -= k;
-    }
-}
-
-/* Inline, so that the copy of a literal, whose length is known, is a few moves. */
-static inline void ob_mem(struct obuf *o, const char *s, size_t n)
-{
-    if (OB_SIZE - o->len < n) {
-        ob_mem_slow(o, s, n);
-        return;
-    }
-    memcpy(o->buf + o->len, s, n);
-    o->len += n;
-}
-
-/* Room for n more bytes (n at most OB_SIZE). */
-static inline char *ob_room(struct obuf *o, size_t n)
-{
-    if (OB_SIZE - o->len < n)
-        ob_flush(o);
-    return o->buf + o->len;
-}
-
-#define ob_lit(o, lit) ob_mem((o), lit, sizeof(lit) - 1)
-
-static inline void ob_char(struct obuf *o, char c)
-{
-    if (o->len == OB_SIZE)
-        ob_flush(o);
-    o->buf[o->len++] = c;
-}
-
-static const char digits2[] = "00010203040506070809101112131415161718192021222324252627282930313233"
-                              "34353637383940414243444546474849505152535455565758596061626364656667"
-                              "6869707172737475767778798081828384858687888990919293949596979899";
-
-static inline unsigned ndigits(uint64_t v)
-{
-    unsigned n = 1;
-    while (v >= 10000) {
-        v /= 10000;
-        n += 4;
-    }
-    return n + (v >= 10) + (v >= 100) + (v >= 1000);
-}
-
-/* Decimal digits, written from the last straight into the buffer. */
-static void ob_u64(struct obuf *o, uint64_t v)
-{
-    unsigned n = ndigits(v);
-    char *d = ob_room(o, 20), *p = d + n;
-    while (v >= 100) {
-        p -= 2;
-        memcpy(p, digits2 + 2 * (v % 100), 2);
-        v /= 100;
-    }
-    if (v >= 10) {
-        p -= 2;
-        memcpy(p, digits2 + 2 * v, 2);
-    } else
-        *--p = (char)('0' + v);
-    o->len += n;
-}
-
-static void ob_i64(struct obuf *o, int64_t v)
-{
-    if (v < 0) {
-        ob_char(o, '-');
-        ob_u64(o, (uint64_t)0 - (uint64_t)v);
-    } else
-        ob_u64(o, (uint64_t)v);
-}
-
-static void ob_hex(struct obuf *o, uint64_t v)
-{
-    char t[16];
-    char *p = t + sizeof(t);
-    do {
-        *--p = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    ob_mem(o, p, (size_t)(t + sizeof(t) - p));
-}
-
-/* A JSON string, escaped as mt_export_json_str does. */
-static void ob_json_str(struct obuf *o, const char *s)
-{
-    ob_char(o, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        const unsigned char *q = p;
-        while (*q >= 0x20 && *q != '"' && *q != '\\')
-            q++;
-        if (q > p) { /* a run that needs no escape, in one copy */
-            ob_mem(o, (const char *)p, (size_t)(q - p));
-            p = q;
-            if (!*p)
-                break;
-        }
-        switch (*p) {
-        case '"':
-            ob_lit(o, "\\\"");
-            break;
-        case '\\':
-            ob_lit(o, "\\\\");
-            break;
-        case '\n':
-            ob_lit(o, "\\n");
-            break;
-        case '\r':
-            ob_lit(o, "\\r");
-            break;
-        case '\t':
-            ob_lit(o, "\\t");
-            break;
-        default:
-            if (*p < 0x20) {
-                ob_lit(o, "\\u00");
-                ob_char(o, "0123456789abcdef"[*p >> 4]);
-                ob_char(o, "0123456789abcdef"[*p & 15]);
-            } else
-                ob_char(o, (char)*p);
-        }
-    }
-    ob_char(o, '"');
-}
-
 /* Microseconds after t0, with nanosecond digits. */
-static void ts(struct obuf *o, uint64_t t, uint64_t t0)
+static void ts(struct mt_out *o, uint64_t t, uint64_t t0)
 {
     uint64_t d = t >= t0 ? t - t0 : 0;
-    ob_u64(o, d / 1000);
+    mt_out_u64(o, d / 1000);
     unsigned ns = (unsigned)(d % 1000);
-    char f[4] = {'.', (char)('0' + ns / 100), digits2[2 * (ns % 100)], digits2[2 * (ns % 100) + 1]};
-    ob_mem(o, f, 4);
+    char f[4] = {'.', (char)('0' + ns / 100), mt_out_digits2[2 * (ns % 100)],
+                 mt_out_digits2[2 * (ns % 100) + 1]};
+    mt_out_mem(o, f, 4);
 }
 
 static int pid_of(int32_t device)
@@ -283,7 +45,7 @@ static int pid_of(int32_t device)
 }
 
 struct pf {
-    struct obuf o;
+    struct mt_out o;
     uint64_t t0;
     int first;
     uint8_t *seen; /* devices named so far, by pid */
@@ -326,9 +88,9 @@ static const char *block_name(struct pf *p, struct memtrace_reader *r, uint32_t 
 static void sep(struct pf *p)
 {
     if (p->first)
-        ob_char(&p->o, '\n');
+        mt_out_char(&p->o, '\n');
     else
-        ob_lit(&p->o, ",\n");
+        mt_out_lit(&p->o, ",\n");
     p->first = 0;
     p->written++;
 }
@@ -352,14 +114,14 @@ static int name_device(struct pf *p, int32_t device)
     p->seen[pid] = 1;
     sep(p);
     if (device < 0)
-        ob_lit(&p->o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":"
-                      "\"host\"}}");
+        mt_out_lit(&p->o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":"
+                          "\"host\"}}");
     else {
-        ob_lit(&p->o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
-        ob_u64(&p->o, pid);
-        ob_lit(&p->o, ",\"args\":{\"name\":\"device ");
-        ob_i64(&p->o, device);
-        ob_lit(&p->o, "\"}}");
+        mt_out_lit(&p->o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+        mt_out_u64(&p->o, pid);
+        mt_out_lit(&p->o, ",\"args\":{\"name\":\"device ");
+        mt_out_i64(&p->o, device);
+        mt_out_lit(&p->o, "\"}}");
     }
     return 0;
 }
@@ -367,50 +129,50 @@ static int name_device(struct pf *p, int32_t device)
 static void slice(struct pf *p, struct memtrace_reader *r, char ph, const struct mt_live *b,
                   uint64_t t)
 {
-    struct obuf *o = &p->o;
+    struct mt_out *o = &p->o;
     sep(p);
-    ob_lit(o, "{\"ph\":\"");
-    ob_char(o, ph);
-    ob_lit(o, "\",\"cat\":\"block\",\"name\":");
-    ob_json_str(o, block_name(p, r, b->stack));
-    ob_lit(o, ",\"id\":\"0x");
-    ob_hex(o, b->head.key);
-    ob_lit(o, "\",\"pid\":");
-    ob_i64(o, pid_of(b->device));
-    ob_lit(o, ",\"tid\":0,\"ts\":");
+    mt_out_lit(o, "{\"ph\":\"");
+    mt_out_char(o, ph);
+    mt_out_lit(o, "\",\"cat\":\"block\",\"name\":");
+    mt_out_json_str(o, block_name(p, r, b->stack));
+    mt_out_lit(o, ",\"id\":\"0x");
+    mt_out_hex(o, b->head.key);
+    mt_out_lit(o, "\",\"pid\":");
+    mt_out_i64(o, pid_of(b->device));
+    mt_out_lit(o, ",\"tid\":0,\"ts\":");
     ts(o, t, p->t0);
     if (ph == 'b') {
-        ob_lit(o, ",\"args\":{\"size\":");
-        ob_u64(o, b->size);
-        ob_lit(o, ",\"requested_size\":");
-        ob_u64(o, b->requested);
-        ob_lit(o, ",\"stream\":");
-        ob_u64(o, b->stream);
-        ob_lit(o, ",\"stack\":");
-        ob_u64(o, b->stack);
-        ob_char(o, '}');
+        mt_out_lit(o, ",\"args\":{\"size\":");
+        mt_out_u64(o, b->size);
+        mt_out_lit(o, ",\"requested_size\":");
+        mt_out_u64(o, b->requested);
+        mt_out_lit(o, ",\"stream\":");
+        mt_out_u64(o, b->stream);
+        mt_out_lit(o, ",\"stack\":");
+        mt_out_u64(o, b->stack);
+        mt_out_char(o, '}');
     }
-    ob_char(o, '}');
+    mt_out_char(o, '}');
 }
 
 static void counter(struct pf *p, const struct mt_replay *rp, int32_t device, uint64_t t)
 {
     const struct mt_devlevel *d = mt_replay_device(rp, device);
-    struct obuf *o = &p->o;
+    struct mt_out *o = &p->o;
     if (!d)
         return;
     sep(p);
-    ob_lit(o, "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":");
-    ob_i64(o, pid_of(device));
-    ob_lit(o, ",\"ts\":");
+    mt_out_lit(o, "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":");
+    mt_out_i64(o, pid_of(device));
+    mt_out_lit(o, ",\"ts\":");
     ts(o, t, p->t0);
-    ob_lit(o, ",\"args\":{\"allocated\":");
-    ob_u64(o, d->allocated.cur);
-    ob_lit(o, ",\"reserved\":");
-    ob_u64(o, d->reserved.cur);
-    ob_lit(o, ",\"used\":");
-    ob_u64(o, d->used);
-    ob_lit(o, "}}");
+    mt_out_lit(o, ",\"args\":{\"allocated\":");
+    mt_out_u64(o, d->allocated.cur);
+    mt_out_lit(o, ",\"reserved\":");
+    mt_out_u64(o, d->reserved.cur);
+    mt_out_lit(o, ",\"used\":");
+    mt_out_u64(o, d->used);
+    mt_out_lit(o, "}}");
 }
 
 /* Begins ('b') or ends ('e') at time t the slices of the counted live blocks but
@@ -473,15 +235,15 @@ int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
     struct pf p;
     memset(&p, 0, sizeof(p));
     p.first = 1;
-    struct obuf *o = &p.o;
-    if (ob_open(o, out) != 0) {
+    struct mt_out *o = &p.o;
+    if (mt_out_open(o, out) != 0) {
         mt_replay_close(rp);
         err->code = MEMTRACE_ENOMEM;
         snprintf(err->text, sizeof(err->text), "out of memory");
         return MEMTRACE_ENOMEM;
     }
-    ob_lit(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"memtrace\"},"
-              "\"traceEvents\":[");
+    mt_out_lit(o, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"exporter\":\"memtrace\"},"
+                  "\"traceEvents\":[");
     uint64_t tlast = 0;
     int opened = 0;
     while ((rc = mt_replay_next(rp)) == 1) {
@@ -534,33 +296,33 @@ int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
                       : ev->aux == MEMTRACE_ANNOTATE_POP ? 'E'
                                                          : 'i';
             sep(&p);
-            ob_lit(o, "{\"ph\":\"");
-            ob_char(o, ph);
-            ob_lit(o, "\",\"cat\":\"annotation\",\"name\":");
-            ob_json_str(o, memtrace_reader_string(rp->r, ev->category));
-            ob_lit(o, ",\"pid\":");
-            ob_i64(o, pid_of(ev->device));
-            ob_lit(o, ",\"tid\":");
-            ob_u64(o, ev->tid);
-            ob_lit(o, ",\"ts\":");
+            mt_out_lit(o, "{\"ph\":\"");
+            mt_out_char(o, ph);
+            mt_out_lit(o, "\",\"cat\":\"annotation\",\"name\":");
+            mt_out_json_str(o, memtrace_reader_string(rp->r, ev->category));
+            mt_out_lit(o, ",\"pid\":");
+            mt_out_i64(o, pid_of(ev->device));
+            mt_out_lit(o, ",\"tid\":");
+            mt_out_u64(o, ev->tid);
+            mt_out_lit(o, ",\"ts\":");
             ts(o, ev->time_ns, p.t0);
             if (ph == 'i')
-                ob_lit(o, ",\"s\":\"t\"}");
+                mt_out_lit(o, ",\"s\":\"t\"}");
             else
-                ob_char(o, '}');
+                mt_out_char(o, '}');
         } else if (ev->action == MEMTRACE_OOM) {
             sep(&p);
-            ob_lit(o, "{\"ph\":\"i\",\"cat\":\"oom\",\"name\":\"oom\",\"s\":\"p\",\"pid\":");
-            ob_i64(o, pid_of(ev->device));
-            ob_lit(o, ",\"tid\":");
-            ob_u64(o, ev->tid);
-            ob_lit(o, ",\"ts\":");
+            mt_out_lit(o, "{\"ph\":\"i\",\"cat\":\"oom\",\"name\":\"oom\",\"s\":\"p\",\"pid\":");
+            mt_out_i64(o, pid_of(ev->device));
+            mt_out_lit(o, ",\"tid\":");
+            mt_out_u64(o, ev->tid);
+            mt_out_lit(o, ",\"ts\":");
             ts(o, ev->time_ns, p.t0);
-            ob_lit(o, ",\"args\":{\"size\":");
-            ob_u64(o, ev->size);
-            ob_lit(o, ",\"device_free\":");
-            ob_u64(o, ev->aux);
-            ob_lit(o, "}}");
+            mt_out_lit(o, ",\"args\":{\"size\":");
+            mt_out_u64(o, ev->size);
+            mt_out_lit(o, ",\"device_free\":");
+            mt_out_u64(o, ev->aux);
+            mt_out_lit(o, "}}");
         }
     }
     st->events = rp->events;
@@ -574,11 +336,11 @@ int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
         snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
         goto out;
     }
-    ob_lit(o, "\n]}\n");
+    mt_out_lit(o, "\n]}\n");
     st->written = p.written;
     rc = 0;
 out:
-    ob_close(o);
+    mt_out_close(o);
     free(p.seen);
     for (size_t k = 0; k < p.nnames; k++)
         free(p.names[k]);

@@ -12,6 +12,7 @@ libmemtrace_snapshot_la_SOURCES = snapshot/writer.c snapshot/writer.h \
 	snapshot/import.h snapshot/import_intern.c snapshot/import_pytorch.c snapshot/import_merge.c \
 	snapshot/before.c snapshot/before.h \
 	snapshot/export.h snapshot/export.c snapshot/export_pytorch.c snapshot/export_trace.c \
+	snapshot/export_out.h snapshot/export_out.c \
 	snapshot/frames.c snapshot/frames.h
 libmemtrace_snapshot_la_LIBADD = $(JANSSON_LIBS) $(ZLIB_LIBS) $(PTHREAD_LIBS)
 SNAPSHOT_LIBS = libmemtrace_snapshot.la $(JANSSON_LIBS) $(ZLIB_LIBS) $(PTHREAD_LIBS)
