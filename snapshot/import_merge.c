@@ -318,7 +318,7 @@ static int write_state(struct mg *m, uint64_t t, int initial)
     if (rc == 0 && (rc = mt_intern_flush(&m->in, m->w)) == 0)
         rc = mt_writer_state(m->w, t, segs, total);
     if (rc)
-        mfail(m, rc, "cannot write the merged state: %s", memtrace_strerror(rc));
+        mfail(m, rc, "cannot write the merged state: %s", mt_writer_strerror(rc));
     free(segs);
     free(blocks);
     return rc;
@@ -389,7 +389,7 @@ int mt_merge(const char *const *paths, size_t n, const char *out_path, unsigned 
         if (!best || nb == 4096) {
             if (nb) {
                 if ((rc = mt_intern_flush(&m.in, m.w)) || (rc = mt_writer_events(m.w, batch, nb))) {
-                    rc = mfail(&m, rc, "cannot write %s: %s", out_path, memtrace_strerror(rc));
+                    rc = mfail(&m, rc, "cannot write %s: %s", out_path, mt_writer_strerror(rc));
                     goto out;
                 }
                 st->events += nb;
@@ -421,12 +421,12 @@ int mt_merge(const char *const *paths, size_t n, const char *out_path, unsigned 
     rc = mt_writer_end(m.w, end);
     m.w = NULL;
     if (rc)
-        mfail(&m, rc, "cannot finish %s", out_path);
+        mfail(&m, rc, "cannot finish %s: %s", out_path, mt_writer_strerror(rc));
 out:
-    if (m.w) {
+    /* An atomic writer never touched out_path: a file there (the one --force would
+     * have replaced) stays as it was. */
+    if (m.w)
         mt_writer_abort(m.w);
-        remove(out_path);
-    }
     for (size_t i = 0; m.s && i < n; i++) {
         if (m.s[i].r)
             memtrace_reader_close(m.s[i].r);

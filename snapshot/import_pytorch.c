@@ -551,7 +551,7 @@ static int flush_events(struct imp *im)
     if (rc == 0)
         rc = mt_writer_events(im->w, im->batch, im->nbatch);
     if (rc)
-        return ifail(im, rc, "cannot write the output: %s", memtrace_strerror(rc));
+        return ifail(im, rc, "cannot write the output: %s", mt_writer_strerror(rc));
     im->st->events += im->nbatch;
     im->nbatch = 0;
     return 0;
@@ -997,7 +997,7 @@ static int write_ahead(struct imp *im, const struct mt_before_state *pre, uint64
     else
         mt_writer_abort(mem);
     if (rc)
-        return ifail(im, rc, "cannot write the output: %s", memtrace_strerror(rc));
+        return ifail(im, rc, "cannot write the output: %s", mt_writer_strerror(rc));
     im->st->events += events;
     return 1;
 }
@@ -1130,7 +1130,7 @@ static int write_state(struct imp *im, const struct memtrace_segment *sv, size_t
     if (rc == 0)
         rc = mt_writer_state(im->w, time_ns, sv, n);
     if (rc && im->err->code == 0)
-        ifail(im, rc, "cannot write the output: %s", memtrace_strerror(rc));
+        ifail(im, rc, "cannot write the output: %s", mt_writer_strerror(rc));
     return rc;
 }
 
@@ -1372,7 +1372,7 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
         goto out;
     }
     if ((rc = mt_writer_meta(im->w, text)) != 0) {
-        rc = ifail(im, rc, "cannot write %s", out_path);
+        rc = ifail(im, rc, "cannot write %s: %s", out_path, mt_writer_strerror(rc));
         goto out;
     }
     if ((rc = write_ahead(im, &pre, t0)) < 0)
@@ -1388,15 +1388,15 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
     rc = mt_writer_end(im->w, end);
     im->w = NULL;
     if (rc)
-        ifail(im, rc, "cannot finish %s", out_path);
+        ifail(im, rc, "cannot finish %s: %s", out_path, mt_writer_strerror(rc));
 out:
     spec_drop(im);
     final_free(&fin);
     mt_before_state_free(&pre);
-    if (im->w) {
+    /* An atomic writer never touched out_path: a file there (the one --force would
+     * have replaced) stays as it was. */
+    if (im->w)
         mt_writer_abort(im->w);
-        remove(out_path);
-    }
     free(text);
     json_decref(meta);
     mt_pv_release(&root);

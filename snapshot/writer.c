@@ -76,7 +76,7 @@ struct mt_writer {
     unsigned flags;
     char *path; /* atomic: where the file goes at the end */
     char *tmp;  /* atomic: where it is written */
-    int failed;
+    int failed; /* the errno of the first failure that stopped it, 0 none */
     int meta_done;
     uint64_t bytes;
     uint32_t nstrings;
@@ -113,8 +113,10 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
  * raw[time_from..time_to) (the time column) goes into stored blocks. */
 static int write_chunk(struct mt_writer *w, int type, size_t len, size_t time_from, size_t time_to)
 {
-    if (w->failed)
+    if (w->failed) {
+        errno = w->failed;
         return MEMTRACE_EIO;
+    }
     if (len > MT_CHUNK_MAX)
         return MEMTRACE_EINVAL;
     /* slack for the blocks that the level switches close early */
@@ -160,7 +162,7 @@ static int write_chunk(struct mt_writer *w, int type, size_t len, size_t time_fr
     mt_put_u32(h + 16, (uint32_t)crc32(0, h, 16));
     if (w->fd < 0) {
         if (grow(&w->mem, &w->mem_cap, w->mem_len + MT_CHUNK_HEADER_LEN + stored) < 0) {
-            w->failed = 1;
+            w->failed = ENOMEM;
             return MEMTRACE_ENOMEM;
         }
         memcpy(w->mem + w->mem_len, w->out, MT_CHUNK_HEADER_LEN + stored);
@@ -172,7 +174,7 @@ static int write_chunk(struct mt_writer *w, int type, size_t len, size_t time_fr
     if (rc < 0) {
         /* A partial chunk may be on disk: anything after it would read as a corrupt
          * middle, so the writer stops here and the file reads as truncated. */
-        w->failed = 1;
+        w->failed = -rc;
         errno = -rc;
         return MEMTRACE_EIO;
     }
@@ -295,10 +297,11 @@ int mt_writer_take(struct mt_writer *w, struct mt_writer *mem)
     int mem_tables = mem->nstrings || mem->nframes || mem->nstacks;
     if (w->fd < 0 || mem->fd >= 0 || (w_tables && mem_tables))
         rc = MEMTRACE_EINVAL;
-    else if (mem->failed || w->failed)
+    else if (mem->failed || w->failed) {
+        errno = mem->failed ? mem->failed : w->failed;
         rc = MEMTRACE_EIO;
-    else if ((rc = write_all(w->fd, mem->mem, mem->mem_len)) < 0) {
-        w->failed = 1;
+    } else if ((rc = write_all(w->fd, mem->mem, mem->mem_len)) < 0) {
+        w->failed = -rc;
         errno = -rc;
         rc = MEMTRACE_EIO;
     } else {
@@ -730,4 +733,9 @@ void mt_writer_abort(struct mt_writer *w)
 uint64_t mt_writer_bytes(const struct mt_writer *w)
 {
     return w->bytes;
+}
+
+const char *mt_writer_strerror(int rc)
+{
+    return rc == MEMTRACE_EIO && errno != 0 ? strerror(errno) : memtrace_strerror(rc);
 }

@@ -91,4 +91,9 @@ void mt_writer_abort(struct mt_writer *w);
 /* Bytes written so far. */
 uint64_t mt_writer_bytes(const struct mt_writer *w);
 
+/* The reason for a writer's error rc, for a message: for MEMTRACE_EIO the system's
+ * reason, which every writer call that returns it leaves in errno (so call this before
+ * anything else can change errno), else memtrace_strerror(rc). */
+const char *mt_writer_strerror(int rc);
+
 #endif

@@ -97,7 +97,7 @@ int cli_cmd_export(int argc, char **argv)
     if (rc != 0) {
         cli_error("%s", err.text);
         if (to_file)
-            remove(output);
+            cli_discard_output(output);
         return CLI_EXIT_FAIL;
     }
     if (st.truncated)

@@ -243,6 +243,6 @@ int cli_cmd_html(int argc, char **argv)
         rc = CLI_EXIT_FAIL;
     }
     if (to_file && rc != CLI_EXIT_OK)
-        remove(output);
+        cli_discard_output(output);
     return rc;
 }

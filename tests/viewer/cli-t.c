@@ -2,6 +2,8 @@
  * (exit 1), each a single line on stderr. */
 #include "config.h"
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "cli-util.h"
@@ -271,9 +273,10 @@ static void check_fifo(void)
     }
 }
 
-/* Runs memtrace args with stdout on /dev/full: returns the exit status, and
- * stderr in *err. */
-static int run_to_full(const char *const *args, char **err)
+/* Runs memtrace args with stdout on out, and with files limited to fsize bytes when
+ * fsize > 0 (SIGXFSZ ignored, so a write past it fails with EFBIG): returns the exit
+ * status, and stderr in *err. */
+static int run_limited(const char *const *args, const char *out, long fsize, char **err)
 {
     char *argv[16], e[512];
     int n = 0;
@@ -281,15 +284,21 @@ static int run_to_full(const char *const *args, char **err)
     for (int k = 0; args[k] && n < 15; k++)
         argv[n++] = (char *)args[k];
     argv[n] = NULL;
-    snprintf(e, sizeof e, "%s/.full-stderr", cli_dir);
+    snprintf(e, sizeof e, "%s/.limited-stderr", cli_dir);
     pid_t pid = fork();
     if (pid == 0) {
-        int fo = open("/dev/full", O_WRONLY);
+        int fo = open(out, O_WRONLY);
         int fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fo < 0 || fe < 0)
             _exit(126);
         dup2(fo, 1);
         dup2(fe, 2);
+        if (fsize > 0) {
+            struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
+            signal(SIGXFSZ, SIG_IGN);
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+                _exit(125);
+        }
         execv(argv[0], argv);
         _exit(127);
     }
@@ -298,6 +307,113 @@ static int run_to_full(const char *const *args, char **err)
     *err = cli_slurp(e);
     unlink(e);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run_to_full(const char *const *args, char **err)
+{
+    return run_limited(args, "/dev/full", 0, err);
+}
+
+/* Whether err is one line that ends with reason. */
+static int one_line_ending(const char *err, const char *reason)
+{
+    size_t len = strlen(err), n = strlen(reason);
+    return len > n + 1 && strncmp(err + len - n - 1, reason, n) == 0 && cli_lines(err) == 1;
+}
+
+/* The names in the scratch directory that begin with prefix. */
+static int scratch_count(const char *prefix)
+{
+    int n = 0;
+    DIR *d = opendir(cli_dir);
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
+        n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A write that fails halfway (a full disk, here a file size limit) after --force: the
+ * file the output would have replaced is still there, unchanged, and the message names
+ * the system's reason. import and merge write a temporary file and rename it at the
+ * end; they removed the old file after a failure all the same. export writes in place;
+ * after a failure it removed whatever -o named, even a device. */
+static void check_failed_output(void)
+{
+    const char *src = cli_path("big.memtrace");
+    enum { N = 20000 };
+    struct memtrace_event *ev = calloc(N, sizeof(*ev));
+    if (!ev)
+        bail_out("out of memory");
+    uint64_t seed = 12345;
+    for (int k = 0; k < N; k++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        ev[k].action = MEMTRACE_ALLOC;
+        ev[k].time_ns = 1000 * (uint64_t)k + (seed >> 54);
+        ev[k].addr = (seed >> 20) << 9;
+        ev[k].size = 512;
+    }
+    struct mt_writer *w;
+    cli_check(mt_writer_open(&w, src, MT_WRITER_OVERWRITE), "mt_writer_open");
+    cli_check(mt_writer_events(w, ev, N), "mt_writer_events");
+    cli_check(mt_writer_end(w, "{}"), "mt_writer_end");
+    free(ev);
+
+    /* the same entries as a PyTorch snapshot, in JSON */
+    const char *json = cli_path("big.json");
+    FILE *f = fopen(json, "w");
+    if (!f)
+        bail_out("cannot write the JSON snapshot");
+    fputs("{\"segments\": [], \"device_traces\": [[", f);
+    for (int k = 0; k < N; k++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        fprintf(f,
+                "%s{\"action\": \"alloc\", \"addr\": %llu, \"size\": 512, \"stream\": 0, "
+                "\"time_us\": %d, \"frames\": []}",
+                k ? ", " : "", (unsigned long long)((seed >> 20) << 9), k);
+    }
+    fputs("]]}", f);
+    if (fclose(f) != 0)
+        bail_out("cannot write the JSON snapshot");
+
+    const char *keep = cli_path("keep.memtrace");
+    const char *const cases[][8] = {{"merge", "-o", keep, "--force", src, NULL},
+                                    {"import", json, "-o", keep, "--force", NULL}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        f = fopen(keep, "w");
+        if (!f || fputs("the old file\n", f) < 0 || fclose(f) != 0)
+            bail_out("cannot write the file to keep");
+        char *err;
+        int st = run_limited(cases[k], "/dev/null", 4096, &err);
+        is_int(1, st, "%s --force, the output past a 4096-byte limit: exit 1", cases[k][0]);
+        ok(one_line_ending(err, ": File too large"), "%s: one line with the reason: %s",
+           cases[k][0], err);
+        free(err);
+        char *old = cli_slurp(keep);
+        is_string("the old file\n", old, "%s: the file --force would have replaced is unchanged",
+                  cases[k][0]);
+        free(old);
+        is_int(0, scratch_count("keep.memtrace.tmp-"), "%s: no temporary file left", cases[k][0]);
+    }
+
+    struct stat sb;
+    if (access("/dev/full", W_OK) != 0 || stat("/dev/full", &sb) != 0 || !S_ISCHR(sb.st_mode)) {
+        skip(6, "no /dev/full");
+        return;
+    }
+    static const char *const formats[] = {"csv", "perfetto", "pytorch-pickle"};
+    for (int k = 0; k < 3; k++) {
+        char *err;
+        int st = run_limited((const char *const[]){"export", "--format", formats[k], "--force",
+                                                   "-o", "/dev/full", src, NULL},
+                             "/dev/null", 0, &err);
+        ok(st == 1 && one_line_ending(err, ": No space left on device"),
+           "export --format %s -o /dev/full: exit 1, one line with the reason: %s", formats[k],
+           err);
+        free(err);
+        ok(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode),
+           "export --format %s: /dev/full is still there", formats[k]);
+    }
 }
 
 /* A full stdout is an error every command reports: one line, exit 1. */
@@ -340,6 +456,7 @@ int main(void)
     check_escapes();
     check_fifo();
     check_full_stdout();
+    check_failed_output();
     done_testing();
     return exit_status();
 }
