@@ -391,7 +391,7 @@ int mt_stream_start(const char *path)
         mtx_unmap(b0, MT_STREAM_BUF_EVENTS * sizeof *b0);
         mtx_unmap(b1, MT_STREAM_BUF_EVENTS * sizeof *b1);
         mt_writer_abort(w);
-        unlink(path);
+        mt_remove_output(path);
         return rc;
     }
     stream_marks = (struct mt_table_marks){0};
@@ -425,7 +425,7 @@ int mt_stream_start(const char *path)
         mt_runlock();
         writer = NULL;
         mt_writer_abort(w);
-        unlink(path);
+        mt_remove_output(path);
         return MEMTRACE_ENOMEM;
     }
     return 0;

@@ -739,3 +739,10 @@ const char *mt_writer_strerror(int rc)
 {
     return rc == MEMTRACE_EIO && errno != 0 ? strerror(errno) : memtrace_strerror(rc);
 }
+
+void mt_remove_output(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+        unlink(path);
+}

@@ -96,4 +96,8 @@ uint64_t mt_writer_bytes(const struct mt_writer *w);
  * anything else can change errno), else memtrace_strerror(rc). */
 const char *mt_writer_strerror(int rc);
 
+/* Removes what a failed writer left at path, if it is a regular file: never a device
+ * or a pipe that the output was pointed at (a stream to /dev/full, export -o). */
+void mt_remove_output(const char *path);
+
 #endif

@@ -233,9 +233,6 @@ int cli_run_files(char **paths, int n, int json, const char *what, cli_file_fn f
  * never through a symbolic link, and an existing file refused unless force (then
  * replaced). NULL with one line reported. */
 FILE *cli_create_output(const char *path, int force);
-/* Removes what a failed command left at path, its output, if a regular file: never a
- * device, a pipe or anything else that -o may have named (--force -o /dev/full). */
-void cli_discard_output(const char *path);
 
 /* Before a library call creates path with those rules (which still guard it): 0, or
  * -1 having said that path exists (and --force would replace it) or is a link. */

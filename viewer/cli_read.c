@@ -157,10 +157,3 @@ FILE *cli_create_output(const char *path, int force)
         close(fd);
     return NULL;
 }
-
-void cli_discard_output(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
-        unlink(path);
-}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "writer.h"
 #include "export.h"
 
 static const char *format;
@@ -97,7 +98,7 @@ int cli_cmd_export(int argc, char **argv)
     if (rc != 0) {
         cli_error("%s", err.text);
         if (to_file)
-            cli_discard_output(output);
+            mt_remove_output(output);
         return CLI_EXIT_FAIL;
     }
     if (st.truncated)

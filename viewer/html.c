@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "writer.h"
 #include "web.h"
 
 static const char *output;
@@ -243,6 +244,6 @@ int cli_cmd_html(int argc, char **argv)
         rc = CLI_EXIT_FAIL;
     }
     if (to_file && rc != CLI_EXIT_OK)
-        cli_discard_output(output);
+        mt_remove_output(output);
     return rc;
 }
