@@ -231,8 +231,9 @@ int cli_run_files(char **paths, int n, int json, const char *what, cli_file_fn f
 
 /* Creates path for a command's output as the recorder creates its files: mode 0600,
  * never through a symbolic link, and an existing file refused unless force (then
- * replaced). NULL with one line reported. */
-FILE *cli_create_output(const char *path, int force);
+ * replaced), but never one of the command's ninputs input files, which force would
+ * have emptied before they were read. NULL with one line reported. */
+FILE *cli_create_output(const char *path, int force, char *const *inputs, int ninputs);
 
 /* Before a library call creates path with those rules (which still guard it): 0, or
  * -1 having said that path exists (and --force would replace it) or is a link. */

@@ -140,8 +140,15 @@ int cli_output_allowed(const char *path, int force)
     return 0;
 }
 
-FILE *cli_create_output(const char *path, int force)
+FILE *cli_create_output(const char *path, int force, char *const *inputs, int ninputs)
 {
+    struct stat so, si;
+    if (force && stat(path, &so) == 0 && S_ISREG(so.st_mode))
+        for (int k = 0; k < ninputs; k++)
+            if (stat(inputs[k], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+                cli_error("%s is also an input (%s): not replaced", path, inputs[k]);
+                return NULL;
+            }
     int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
     int fd = open(path, flags, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;

@@ -85,7 +85,7 @@ int cli_cmd_export(int argc, char **argv)
                                "--from/--to apply to perfetto, speedscope, folded and csv");
     FILE *out = stdout;
     int to_file = output && strcmp(output, "-") != 0;
-    if (to_file && !(out = cli_create_output(output, force)))
+    if (to_file && !(out = cli_create_output(output, force, pos, 1)))
         return CLI_EXIT_FAIL;
     struct mt_export_stats st;
     struct memtrace_errinfo err;

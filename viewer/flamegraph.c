@@ -534,7 +534,7 @@ int cli_cmd_flamegraph(int argc, char **argv)
         nomem = 1;
         goto out;
     }
-    out = out_path ? cli_create_output(out_path, force) : stdout;
+    out = out_path ? cli_create_output(out_path, force, pos, 1) : stdout;
     if (!out) {
         status = CLI_EXIT_FAIL;
         goto out;

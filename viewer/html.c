@@ -236,7 +236,7 @@ int cli_cmd_html(int argc, char **argv)
         return CLI_EXIT_FAIL;
     FILE *out = stdout;
     int to_file = output && strcmp(output, "-") != 0;
-    if (to_file && !(out = cli_create_output(output, force)))
+    if (to_file && !(out = cli_create_output(output, force, pos, npos)))
         return CLI_EXIT_FAIL;
     rc = write_page(dir, pos, npos, out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (to_file && fclose(out) != 0 && rc == CLI_EXIT_OK) {

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 
 #include "cli-util.h"
@@ -333,6 +334,31 @@ static int scratch_count(const char *prefix)
     return n;
 }
 
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    int c;
+    while (a && b && (c = getc(a)) != EOF)
+        putc(c, b);
+    if (!a || !b || ferror(a) || fclose(b) != 0)
+        bail_out("cannot copy a file");
+    fclose(a);
+}
+
+/* Whether the files at a and b hold the same bytes. */
+static int same_bytes(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb, ca, cb;
+    while (same && ((ca = getc(fa)) != EOF) | ((cb = getc(fb)) != EOF))
+        same = ca == cb;
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
 /* A write that fails halfway (a full disk, here a file size limit) after --force: the
  * file the output would have replaced is still there, unchanged, and the message names
  * the system's reason. import and merge write a temporary file and rename it at the
@@ -340,7 +366,14 @@ static int scratch_count(const char *prefix)
  * after a failure it removed whatever -o named, even a device. */
 static void check_failed_output(void)
 {
-    const char *src = cli_path("big.memtrace");
+    /* (cli_path's buffers are reused after four calls: the paths are copied) */
+    char src[512], json[512], keep[512], same[512], twin[512], orig[512];
+    snprintf(src, sizeof src, "%s", cli_path("big.memtrace"));
+    snprintf(json, sizeof json, "%s", cli_path("big.json"));
+    snprintf(keep, sizeof keep, "%s", cli_path("keep.memtrace"));
+    snprintf(same, sizeof same, "%s", cli_path("same.memtrace"));
+    snprintf(twin, sizeof twin, "%s", cli_path("twin.memtrace"));
+    snprintf(orig, sizeof orig, "%s", cli_path("orig.memtrace"));
     enum { N = 20000 };
     struct memtrace_event *ev = calloc(N, sizeof(*ev));
     if (!ev)
@@ -360,7 +393,6 @@ static void check_failed_output(void)
     free(ev);
 
     /* the same entries as a PyTorch snapshot, in JSON */
-    const char *json = cli_path("big.json");
     FILE *f = fopen(json, "w");
     if (!f)
         bail_out("cannot write the JSON snapshot");
@@ -376,7 +408,6 @@ static void check_failed_output(void)
     if (fclose(f) != 0)
         bail_out("cannot write the JSON snapshot");
 
-    const char *keep = cli_path("keep.memtrace");
     const char *const cases[][8] = {{"merge", "-o", keep, "--force", src, NULL},
                                     {"import", json, "-o", keep, "--force", NULL}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
@@ -396,8 +427,37 @@ static void check_failed_output(void)
         is_int(0, scratch_count("keep.memtrace.tmp-"), "%s: no temporary file left", cases[k][0]);
     }
 
+    /* -o naming the input itself: --force would empty it before it is read */
+    if (link(src, same) != 0 || link(src, twin) != 0)
+        bail_out("link failed");
+    copy_file(src, orig);
+    const char *const selves[][9] = {
+        {"export", "--format", "csv", "-o", same, "--force", same, NULL},
+        {"flamegraph", "-o", same, "--force", same, NULL},
+        {"html", "-o", twin, "--force", src, same, NULL},
+    };
+    for (size_t k = 0; k < sizeof selves / sizeof *selves; k++) {
+        char *err;
+        int st = run_limited(selves[k], "/dev/null", 0, &err);
+        ok(st == 1 && one_line_ending(err, ": not replaced") && strstr(err, "is also an input"),
+           "%s -o its own input --force: exit 1, one line: %s", selves[k][0], err);
+        free(err);
+        ok(same_bytes(src, orig), "%s: the input is unchanged", selves[k][0]);
+    }
+
+    /* As root, a device of its own: were the export to remove what -o named, it must
+     * not be the machine's /dev/full (which others cannot remove) */
+    char full[512];
+    snprintf(full, sizeof full, "%s", "/dev/full");
     struct stat sb;
-    if (access("/dev/full", W_OK) != 0 || stat("/dev/full", &sb) != 0 || !S_ISCHR(sb.st_mode)) {
+    if (geteuid() == 0) {
+        snprintf(full, sizeof full, "%s", cli_path("full"));
+        if (mknod(full, S_IFCHR | 0666, makedev(1, 7)) != 0) {
+            skip(6, "cannot make a full device here (mknod)");
+            return;
+        }
+    }
+    if (access(full, W_OK) != 0 || stat(full, &sb) != 0 || !S_ISCHR(sb.st_mode)) {
         skip(6, "no /dev/full");
         return;
     }
@@ -405,14 +465,14 @@ static void check_failed_output(void)
     for (int k = 0; k < 3; k++) {
         char *err;
         int st = run_limited((const char *const[]){"export", "--format", formats[k], "--force",
-                                                   "-o", "/dev/full", src, NULL},
+                                                   "-o", full, src, NULL},
                              "/dev/null", 0, &err);
         ok(st == 1 && one_line_ending(err, ": No space left on device"),
-           "export --format %s -o /dev/full: exit 1, one line with the reason: %s", formats[k],
+           "export --format %s -o a full device: exit 1, one line with the reason: %s", formats[k],
            err);
         free(err);
-        ok(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode),
-           "export --format %s: /dev/full is still there", formats[k]);
+        ok(stat(full, &sb) == 0 && S_ISCHR(sb.st_mode),
+           "export --format %s: the device is still there", formats[k]);
     }
 }
 
