@@ -152,6 +152,8 @@ static int export_folded(const char *path, unsigned flags, const struct mt_filte
     rc = mt_replay_run(rp);
     st->events = rp->events;
     st->truncated = mt_replay_truncated(rp);
+    st->window_missed = mt_replay_window_missed(rp);
+    st->window_closed = rp->window_done;
     if (rc) {
         rc = mt_export_reader_failed(rp->r, path, rc, err);
         mt_replay_close(rp);
@@ -317,6 +319,8 @@ static int export_csv(const char *path, const struct mt_filter *f, FILE *out,
         return rc;
     }
     st->truncated = mt_replay_truncated(rp);
+    st->window_missed = mt_replay_window_missed(rp);
+    st->window_closed = rp->window_done;
     mt_replay_close(rp);
     return out_failed(out, path, err);
 }

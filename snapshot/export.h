@@ -34,6 +34,8 @@ struct mt_export_stats {
     uint64_t left_out; /* events the format has no place for (host memory in a PyTorch
                           snapshot, counters, ...) */
     int truncated;     /* the input ended without its end record */
+    int window_missed; /* a --from point that was never reached: nothing in the window */
+    int window_closed; /* the window's --to was reached */
 };
 
 /* Flags of mt_export. */

@@ -497,6 +497,8 @@ static int scan(struct xp *x, int32_t *maxdev, uint64_t *nannot, struct mt_expor
         return rc;
     }
     st->truncated = mt_replay_truncated(rp);
+    st->window_missed = mt_replay_window_missed(rp);
+    st->window_closed = rp->window_done;
     struct memtrace_reader *r = rp->r;
     *meta = json_loads(memtrace_reader_meta(r), 0, NULL);
     size_t n = memtrace_reader_segment_count(r);

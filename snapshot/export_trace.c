@@ -331,6 +331,8 @@ int mt_export_perfetto(const char *path, const struct mt_filter *f, FILE *out,
         goto out;
     }
     st->truncated = mt_replay_truncated(rp);
+    st->window_missed = mt_replay_window_missed(rp);
+    st->window_closed = rp->window_done;
     if (opened && live_slices(&p, rp, 'e', tlast, 0, 0) < 0) {
         err->code = rc = MEMTRACE_ENOMEM;
         snprintf(err->text, sizeof(err->text), "%s: out of memory", path);
@@ -411,6 +413,8 @@ int mt_export_speedscope(const char *path, unsigned flags, const struct mt_filte
         return rc;
     }
     st->truncated = mt_replay_truncated(rp);
+    st->window_missed = mt_replay_window_missed(rp);
+    st->window_closed = rp->window_done;
     uint32_t nframes = memtrace_reader_frame_count(rp->r);
     fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"name\":", out);
     mt_export_json_str(out, path);

@@ -113,6 +113,11 @@ int mt_replay_truncated(const struct mt_replay *rp)
     return memtrace_reader_truncated(rp->r);
 }
 
+int mt_replay_window_missed(const struct mt_replay *rp)
+{
+    return rp->filter.from.kind != MT_POINT_NONE && !rp->in_window;
+}
+
 static struct mt_tally *tally(struct mt_replay *rp, struct mt_tallies *ts, uint32_t stack)
 {
     if (rp->lean)

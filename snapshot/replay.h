@@ -199,6 +199,10 @@ int mt_replay_run(struct mt_replay *rp);
 /* 1 if the file ended without its end record (after the end was reached). */
 int mt_replay_truncated(const struct mt_replay *rp);
 
+/* 1 if the filter's window never opened: it has a --from point that no event reached
+ * before the window closed (its --to) or the replay ended. */
+int mt_replay_window_missed(const struct mt_replay *rp);
+
 /* Bytes and count that stack had live at the latest peak of the level its tallies
  * follow (allocated for block_stacks, reserved for seg_stacks). */
 void mt_tally_at_peak(const struct mt_tallies *ts, const struct mt_level *l, uint32_t stack,

@@ -115,7 +115,11 @@ struct cli_filter_opts {
                          "index (#123), or an annotation's name (its start)"),                     \
         CLI_OPTION_POINT(0, "to", &(fo)->to, "WHEN",                                               \
                          "stop after WHEN (as --from; an annotation's end)")
-int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, struct mt_filter *f);
+/* window: --from and --to bound a window (every command but diff, whose two points
+ * they are), so a --from that comes after --to, both times or both event indexes, is
+ * a usage error. */
+int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, int window,
+                         struct mt_filter *f);
 
 /* Sizes print exact (bytes) instead of human units: set by --bytes. */
 extern int cli_exact_bytes;
@@ -195,6 +199,12 @@ int cli_parse_int(const char *cmd, const char *opt, const char *value, long long
  * from nanoseconds since the epoch. */
 const char *cli_fmt_bytes(char *buf, size_t size, uint64_t bytes);
 const char *cli_fmt_duration(char *buf, size_t size, uint64_t ns);
+/* A point as the user named it: "event #123", "+1.500 s", "'name'"; NULL for none. */
+const char *cli_point_text(char *buf, size_t size, const struct mt_point *p);
+/* When missed (the replay's window never opened: mt_replay_window_missed), says so in
+ * one line naming path and the --from point, and returns 1; else 0. closed: the window's
+ * --to was reached. */
+int cli_window_missed(const char *path, struct mt_point from, int missed, int closed);
 const char *cli_fmt_count(char *buf, size_t size, uint64_t n);
 const char *cli_fmt_utc(char *buf, size_t size, uint64_t epoch_ns);
 

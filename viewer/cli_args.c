@@ -258,7 +258,8 @@ int cli_options_parse(int argc, char **argv, const struct cli_help *h, char **po
     return 0;
 }
 
-int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, struct mt_filter *f)
+int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, int window,
+                         struct mt_filter *f)
 {
     memset(f, 0, sizeof(*f));
     char *end;
@@ -288,5 +289,10 @@ int cli_filter_from_opts(const char *cmd, const struct cli_filter_opts *fo, stru
     f->min_size = fo->min_size;
     f->from = fo->from;
     f->to = fo->to;
+    if (window && f->from.kind == f->to.kind &&
+        (f->from.kind == MT_POINT_TIME || f->from.kind == MT_POINT_EVENT) &&
+        f->from.value > f->to.value)
+        return cli_usage_error(cmd, "--from comes after --to: the window of '%s' would be empty",
+                               cmd);
     return 0;
 }

@@ -85,3 +85,21 @@ char *cli_escape(const char *s, int json)
 {
     return mtx_escape_dup(s, json);
 }
+
+const char *cli_point_text(char *buf, size_t size, const struct mt_point *p)
+{
+    char d[48];
+    switch (p->kind) {
+    case MT_POINT_EVENT:
+        snprintf(buf, size, "event #%" PRIu64, p->value);
+        return buf;
+    case MT_POINT_TIME:
+        snprintf(buf, size, "+%s", cli_fmt_duration(d, sizeof(d), p->value));
+        return buf;
+    case MT_POINT_ANNOTATION:
+        snprintf(buf, size, "'%s'", p->name);
+        return buf;
+    default:
+        return NULL;
+    }
+}

@@ -72,7 +72,20 @@ int cli_replay_done_cli(struct mt_replay *rp, int rc)
     if (rc < 0)
         return cli_read_failed(rp->r, rp->path);
     cli_warn_if_truncated(rp->r, rp->path, rp->events);
-    return CLI_EXIT_OK;
+    return cli_window_missed(rp->path, rp->filter.from, mt_replay_window_missed(rp),
+                             rp->window_done)
+               ? CLI_EXIT_FAIL
+               : CLI_EXIT_OK;
+}
+
+int cli_window_missed(const char *path, struct mt_point from, int missed, int closed)
+{
+    if (!missed)
+        return 0;
+    char buf[300];
+    cli_error("%s: --from %s is not reached before %s: the window is empty", path,
+              cli_point_text(buf, sizeof buf, &from), closed ? "--to" : "the end of the file");
+    return 1;
 }
 
 int cli_replay_run_cli(struct mt_replay *rp, const char *cmd)

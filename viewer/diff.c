@@ -694,24 +694,6 @@ static int parse_cost(const char *name, int one_file, int *cost)
 }
 
 /* A point as text for the labels, or NULL for none. */
-static const char *point_text(char *buf, size_t size, const struct mt_point *p)
-{
-    char d[48];
-    switch (p->kind) {
-    case MT_POINT_EVENT:
-        snprintf(buf, size, "event #%" PRIu64, p->value);
-        return buf;
-    case MT_POINT_TIME:
-        snprintf(buf, size, "+%s", cli_fmt_duration(d, sizeof(d), p->value));
-        return buf;
-    case MT_POINT_ANNOTATION:
-        snprintf(buf, size, "'%s'", p->name);
-        return buf;
-    default:
-        return NULL;
-    }
-}
-
 /* Opens the two sides: two files with the same filter, or one file with a filter that
  * stops after each point. */
 static int open_sides(struct side *sd, char **pos, int npos, const struct mt_filter *f)
@@ -730,7 +712,7 @@ static int open_sides(struct side *sd, char **pos, int npos, const struct mt_fil
         memset(&g.from, 0, sizeof(g.from));
         g.to = *pts[s];
         sd[s].path = pos[0];
-        sd[s].point = point_text(sd[s].buf, sizeof(sd[s].buf), pts[s]);
+        sd[s].point = cli_point_text(sd[s].buf, sizeof(sd[s].buf), pts[s]);
         sd[s].at_start = s == 0 && !sd[s].point;
         if (!(sd[s].rp = cli_replay_open_cli(pos[0], &g)))
             return CLI_EXIT_FAIL;
@@ -756,7 +738,7 @@ int cli_cmd_diff(int argc, char **argv)
     if ((rc = parse_cost(cost_name, one_file, &res.cost)) != 0)
         return rc;
     struct mt_filter f;
-    if ((rc = cli_filter_from_opts("diff", &fo, &f)) != 0)
+    if ((rc = cli_filter_from_opts("diff", &fo, 0, &f)) != 0)
         return rc;
 
     struct side sd[2];

@@ -75,7 +75,7 @@ int cli_cmd_export(int argc, char **argv)
         return cli_usage_error("export",
                                npos ? "'export' takes one FILE" : "'export' needs a FILE");
     struct mt_filter f;
-    if ((rc = cli_filter_from_opts("export", &fo, &f)) != 0)
+    if ((rc = cli_filter_from_opts("export", &fo, 1, &f)) != 0)
         return rc;
     int filtered = fo.device || fo.stream || fo.category || fo.min_size ||
                    fo.from.kind != MT_POINT_NONE || fo.to.kind != MT_POINT_NONE;
@@ -95,8 +95,11 @@ int cli_cmd_export(int argc, char **argv)
         err.code = rc = MEMTRACE_EIO;
         snprintf(err.text, sizeof(err.text), "cannot write %s: %s", output, strerror(errno));
     }
-    if (rc != 0) {
+    if (rc == 0 && cli_window_missed(pos[0], f.from, st.window_missed, st.window_closed))
+        rc = MEMTRACE_EINVAL; /* said; what was written is an empty window */
+    else if (rc != 0)
         cli_error("%s", err.text);
+    if (rc != 0) {
         if (to_file)
             mt_remove_output(output);
         return CLI_EXIT_FAIL;

@@ -489,7 +489,7 @@ int cli_cmd_flamegraph(int argc, char **argv)
                                "folded or svg",
                                format);
     struct mt_filter f;
-    if (cli_filter_from_opts("flamegraph", &fo, &f) != 0)
+    if (cli_filter_from_opts("flamegraph", &fo, 1, &f) != 0)
         return CLI_EXIT_USAGE;
     const char *path = pos[0];
     struct mt_replay *rp = cli_replay_open_cli(path, &f);

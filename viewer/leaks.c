@@ -151,7 +151,7 @@ int cli_cmd_leaks(int argc, char **argv)
         return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
         return cli_usage_error("leaks", "'leaks' needs a FILE argument");
-    if (cli_filter_from_opts("leaks", &fo, &filter) != 0)
+    if (cli_filter_from_opts("leaks", &fo, 1, &filter) != 0)
         return CLI_EXIT_USAGE;
     if (npos > 1)
         return cli_run_files(pos, npos, json, "alive", leaks_file);

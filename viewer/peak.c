@@ -171,7 +171,7 @@ int cli_cmd_peak(int argc, char **argv)
         return rc < 0 ? CLI_EXIT_OK : rc;
     if (npos == 0)
         return cli_usage_error("peak", "'peak' needs a FILE argument");
-    if (cli_filter_from_opts("peak", &fo, &filter) != 0)
+    if (cli_filter_from_opts("peak", &fo, 1, &filter) != 0)
         return CLI_EXIT_USAGE;
     if (at.kind != MT_POINT_NONE) {
         if (filter.to.kind != MT_POINT_NONE)

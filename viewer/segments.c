@@ -413,7 +413,7 @@ int cli_cmd_segments(int argc, char **argv)
         return cli_usage_error("segments", "'segments' takes one file, got '%s' and '%s'", pos[0],
                                pos[1]);
     struct mt_filter f;
-    if ((rc = cli_filter_from_opts("segments", &fo, &f)) != 0)
+    if ((rc = cli_filter_from_opts("segments", &fo, 1, &f)) != 0)
         return rc;
     const char *path = pos[0];
     uint64_t index = UINT64_MAX;

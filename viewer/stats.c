@@ -415,7 +415,7 @@ int cli_cmd_stats(int argc, char **argv)
         return cli_usage_error("stats", "'stats' takes one file, got '%s' and '%s'", pos[0],
                                pos[1]);
     struct mt_filter f;
-    if ((rc = cli_filter_from_opts("stats", &fo, &f)) != 0)
+    if ((rc = cli_filter_from_opts("stats", &fo, 1, &f)) != 0)
         return rc;
     struct mt_replay *rp = cli_replay_open_cli(pos[0], &f);
     if (!rp)

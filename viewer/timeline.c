@@ -430,7 +430,7 @@ int cli_cmd_timeline(int argc, char **argv)
     if (fmt == CSV && npos > 1)
         return cli_usage_error("timeline", "CSV holds one file: give one, or --format json for "
                                            "several");
-    if ((rc = cli_filter_from_opts("timeline", &fo, &filter)) != 0)
+    if ((rc = cli_filter_from_opts("timeline", &fo, 1, &filter)) != 0)
         return rc;
     if (npos > 1)
         return cli_run_files(pos, npos, fmt == JSON, "peak allocated", timeline_file);

@@ -112,7 +112,7 @@ int cli_cmd_top(int argc, char **argv)
                                "temporary",
                                by_name);
     struct mt_filter f;
-    if (cli_filter_from_opts("top", &fo, &f) != 0)
+    if (cli_filter_from_opts("top", &fo, 1, &f) != 0)
         return CLI_EXIT_USAGE;
     const char *path = pos[0];
     struct mt_replay *rp = cli_replay_open_cli(path, &f);

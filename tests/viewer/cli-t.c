@@ -274,6 +274,54 @@ static void check_fifo(void)
     }
 }
 
+/* A window that can hold nothing is said so, never shown as an empty result: a --from
+ * after --to (both times or both indexes) is a usage error, and a --from the replay
+ * never reaches (a misspelt annotation, a time past the end, an index past --to) is
+ * one line and exit 1, with no output. */
+static void check_empty_window(void)
+{
+    char src[512], out[512], e[700];
+    snprintf(src, sizeof src, "%s", cli_path("fifo-src.memtrace")); /* 3 events, 10-30 ns */
+    snprintf(out, sizeof out, "%s", cli_path("window.csv"));
+    const char *const usage[][8] = {
+        {"leaks", "--from", "20ns", "--to", "10ns", src, NULL},
+        {"timeline", "--from", "#2", "--to", "#1", src, NULL},
+        {"export", "--format", "csv", "--from", "#2", "--to", "#1", src}};
+    for (size_t k = 0; k < sizeof usage / sizeof *usage; k++) {
+        const char *const *a = usage[k];
+        const char *argv[10] = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], NULL};
+        snprintf(e, sizeof e,
+                 "memtrace: --from comes after --to: the window of '%s' would be empty; see "
+                 "'memtrace %s --help'\n",
+                 a[0], a[0]);
+        expect(argv, 2, e, a[0]);
+    }
+    struct {
+        const char *argv[9];
+        const char *text;
+    } missed[] = {
+        {{"leaks", "--from", "nosuch", src}, "'nosuch' is not reached before the end of the file"},
+        {{"peak", "--from", "1s", src}, "+1.000 s is not reached before the end of the file"},
+        {{"top", "--from", "#2", "--to", "5ns", src}, "event #2 is not reached before --to"},
+        {{"export", "--format", "csv", "-o", out, "--from", "nosuch", src},
+         "'nosuch' is not reached before the end of the file"},
+    };
+    for (size_t k = 0; k < sizeof missed / sizeof *missed; k++) {
+        snprintf(e, sizeof e, "memtrace: %s: --from %s: the window is empty\n", src,
+                 missed[k].text);
+        struct cli_out o = cli_run(missed[k].argv);
+        is_int(1, o.status, "%s, an empty window: exit 1", missed[k].argv[0]);
+        is_string(e, o.err, "%s, an empty window: one line", missed[k].argv[0]);
+        is_string("", o.out, "%s, an empty window: no output", missed[k].argv[0]);
+        cli_free(&o);
+    }
+    ok(access(out, F_OK) != 0, "export of an empty window: no output file left");
+    struct cli_out o = cli_run(
+        (const char *const[]){"diff", src, "--from", "30ns", "--to", "10ns", "--json", NULL});
+    is_int(0, o.status, "diff's --from and --to are two points, in either order (%s)", o.err);
+    cli_free(&o);
+}
+
 /* Runs memtrace args with stdout on out, and with files limited to fsize bytes when
  * fsize > 0 (SIGXFSZ ignored, so a write past it fails with EFBIG): returns the exit
  * status, and stderr in *err. */
@@ -515,6 +563,7 @@ int main(void)
     check_corrupt();
     check_escapes();
     check_fifo();
+    check_empty_window();
     check_full_stdout();
     check_failed_output();
     done_testing();
