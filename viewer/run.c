@@ -58,8 +58,9 @@ static const struct cli_help run_help = {
     "(MEMTRACE_SAMPLE_MS, MEMTRACE_DUMP_SIGNAL, MEMTRACE_MAX_ENTRIES; see\n"
     "docs/interpose.md). An existing output file is never replaced unless\n"
     "MEMTRACE_OVERWRITE=1. SIGINT and SIGTERM are passed to COMMAND. At the end, prints\n"
-    "per file written: its path, events and peak reserved device memory. Exits with\n"
-    "COMMAND's status, or 128 plus the signal that killed it.",
+    "per file this run wrote: its path, events and peak reserved device memory, or\n"
+    "that nothing was recorded. Exits with COMMAND's status, or 128 plus the signal\n"
+    "that killed it.",
     run_opts,
     1,
 };
@@ -121,6 +122,44 @@ static void summarise(const char *path)
         fprintf(stderr, "memtrace: %s: %s events, peak reserved %s%s\n", path,
                 cli_fmt_count(b1, sizeof b1, p.events),
                 cli_fmt_bytes(b2, sizeof b2, p.peak_reserved), p.truncated ? " (truncated)" : "");
+}
+
+/* The files that matched the output pattern before the run, as they were: a file
+ * the run wrote is one not among them, or changed since. (A time of modification
+ * against the run's start told an old file written within the second before it,
+ * by the previous run of a script, for this run's.) */
+struct seen {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
+
+static size_t seen_before(const char *glob_pattern, struct seen **out)
+{
+    glob_t gl;
+    size_t n = 0;
+    *out = NULL;
+    if (glob(glob_pattern, 0, NULL, &gl) != 0)
+        return 0;
+    struct seen *s = calloc(gl.gl_pathc ? gl.gl_pathc : 1, sizeof(*s));
+    for (size_t i = 0; s && i < gl.gl_pathc; i++) {
+        struct stat sb;
+        if (stat(gl.gl_pathv[i], &sb) == 0)
+            s[n++] = (struct seen){sb.st_dev, sb.st_ino, sb.st_size, sb.st_mtim};
+    }
+    globfree(&gl);
+    *out = s;
+    return n;
+}
+
+static int unchanged(const struct stat *sb, const struct seen *s, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (s[k].dev == sb->st_dev && s[k].ino == sb->st_ino && s[k].size == sb->st_size &&
+            s[k].mtime.tv_sec == sb->st_mtim.tv_sec && s[k].mtime.tv_nsec == sb->st_mtim.tv_nsec)
+            return 1;
+    return 0;
 }
 
 int cli_cmd_run(int argc, char **argv)
@@ -199,10 +238,14 @@ int cli_cmd_run(int argc, char **argv)
     if (pattern == NULL || *pattern == '\0')
         pattern = MTX_DEFAULT_OUTPUT;
 
-    time_t started = time(NULL);
+    char g[8192];
+    mtx_output_glob(g, sizeof g, pattern);
+    struct seen *before;
+    size_t nbefore = seen_before(g, &before);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
+        free(before);
         cli_error("cannot fork: %s", strerror(errno));
         return CLI_EXIT_FAIL;
     }
@@ -226,16 +269,23 @@ int cli_cmd_run(int argc, char **argv)
     child_pid = 0;
     int status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
 
-    char g[8192];
     glob_t gl;
-    mtx_output_glob(g, sizeof g, pattern);
+    size_t written = 0;
     if (glob(g, 0, NULL, &gl) == 0) {
         for (size_t i = 0; i < gl.gl_pathc; i++) {
             struct stat sb;
-            if (stat(gl.gl_pathv[i], &sb) == 0 && sb.st_mtime + 1 >= started)
+            if (stat(gl.gl_pathv[i], &sb) == 0 && !unchanged(&sb, before, nbefore)) {
                 summarise(gl.gl_pathv[i]);
+                written++;
+            }
         }
         globfree(&gl);
     }
+    free(before);
+    /* (127: COMMAND could not be run, which was said) */
+    if (written == 0 && status != 127)
+        cli_error("nothing recorded: no file from this run matches %s (no device allocation "
+                  "seen, or recording was off)",
+                  pattern);
     return status;
 }

@@ -19,7 +19,7 @@ int main(void)
     h_setup();
     if (access(BUILDDIR "/memtrace", X_OK) != 0)
         skip_all("memtrace CLI not built");
-    plan(12);
+    plan(15);
     /* A sanitizer runtime stays first; memtrace run puts the preload after it. */
     char asan[600];
     snprintf(asan, sizeof asan, "%s", getenv("LD_PRELOAD_FOR_TEST"));
@@ -46,9 +46,26 @@ int main(void)
     ok(strstr(err, h_tmpdir) != NULL, "summary names the file");
     free(err);
 
+    /* The same path again: the recorder refuses to replace it, and the file from the
+     * run before (written within the same second) is not summarised as this run's. */
+    char fixed[400];
+    snprintf(fixed, sizeof fixed, "%s/run-fixed.memtrace", h_tmpdir);
+    char *argv8[] = {BUILDDIR "/memtrace",  "run",    "-o", fixed, "--stacks", "none", "--",
+                     PROG_DIR "/cuda_prog", "driver", NULL};
+    run_cli(argv8, &err);
+    free(err);
+    st = run_cli(argv8, &err);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(err, "File exists") != NULL &&
+           strstr(err, " events, peak ") == NULL && strstr(err, "nothing recorded") != NULL,
+       "a second run to the same file: said refused, the old file not summarised (%s)", err);
+    free(err);
+
     char *argv2[] = {BUILDDIR "/memtrace", "run", "-o", pat, "sh", "-c", "exit 7", NULL};
     st = run_cli(argv2, &err);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 7, "exit status 7 is passed on");
+    ok(strstr(err, "memtrace: nothing recorded: no file from this run matches ") != NULL,
+       "no device allocation: said, not silence");
+    ok(strstr(err, " events, peak ") == NULL, "and no earlier file summarised");
     free(err);
     char *argv3[] = {BUILDDIR "/memtrace", "run", "-o", pat, "sh", "-c", "kill -9 $$", NULL};
     st = run_cli(argv3, &err);
