@@ -72,8 +72,10 @@ int mt_import_pytorch(const char *in_path, const char *out_path, unsigned writer
 /* What a merge did. */
 struct mt_merge_stats {
     uint64_t events;
-    int renumbered; /* devices were renumbered (else kept) */
-    int aligned;    /* times were aligned by the files' wall clocks */
+    int renumbered;             /* devices were renumbered (else kept) */
+    int aligned;                /* times were aligned by the files' wall clocks */
+    size_t truncated;           /* inputs that ended without their end record */
+    const char *truncated_path; /* the first of them (one of paths), or NULL */
 };
 
 /* Merges the .memtrace files paths[0..n) into one at out_path: events interleaved by

@@ -33,6 +33,7 @@ struct src {
     uint64_t t;
     uint32_t *smap, *fmap, *strmap; /* stack, frame, string ids -> output ids + 1 */
     size_t nsmap, nfmap, nstrmap;
+    int truncated; /* it ended without its end record: merged up to its cut */
 };
 
 struct mg {
@@ -180,6 +181,7 @@ static int survey(struct mg *m, struct src *s)
         }
     if (rc < 0)
         return read_failed(m, s, rc);
+    s->truncated = memtrace_reader_truncated(s->r);
     for (size_t i = 0; i < memtrace_reader_segment_count(s->r); i++) {
         int32_t d = memtrace_reader_segment(s->r, i)->device;
         if (d >= 0) {
@@ -236,6 +238,8 @@ static json_t *build_meta(struct mg *m, int aligned, uint64_t t0)
             if (json_object_get(s->meta, keys[k]))
                 json_object_set(o, keys[k], json_object_get(s->meta, keys[k]));
         json_object_set_new(o, "device_offset", json_integer(s->offset));
+        if (s->truncated)
+            json_object_set_new(o, "truncated", json_true());
         json_array_append_new(from, o);
         size_t k;
         json_t *d;
@@ -355,6 +359,8 @@ int mt_merge(const char *const *paths, size_t n, const char *out_path, unsigned 
         if ((rc = survey(&m, &m.s[i])))
             goto out;
         aligned &= m.s[i].has_clock;
+        if (m.s[i].truncated && st->truncated++ == 0)
+            st->truncated_path = paths[i];
     }
     plan_devices(&m, st);
     st->aligned = aligned;

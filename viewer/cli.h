@@ -269,9 +269,12 @@ struct mt_replay *cli_replay_open_cli(const char *path, const struct mt_filter *
  * or exhausted memory, and warns of a truncated file. Returns an CLI_EXIT_* status. */
 int cli_replay_run_cli(struct mt_replay *rp, const char *cmd);
 
-/* After a replay stopped (mt_replay_next() returned rc <= 0): reports rc < 0 and
- * warns of a truncated file. Returns an CLI_EXIT_* status. */
+/* After a replay stopped (mt_replay_next() returned rc <= 0): reports rc < 0 and an
+ * empty window, and warns of a truncated file. Returns an CLI_EXIT_* status. */
 int cli_replay_done_cli(struct mt_replay *rp, int rc);
+/* The same without the warning of a truncated file, for a second pass over a file
+ * whose first pass gave it. */
+int cli_replay_done_again(struct mt_replay *rp, int rc);
 
 /* Progress on stderr, only for files over 50 MB and when stderr is a terminal. */
 struct cli_progress {

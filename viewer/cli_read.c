@@ -63,7 +63,7 @@ struct mt_replay *cli_replay_open_cli(const char *path, const struct mt_filter *
     return rp;
 }
 
-int cli_replay_done_cli(struct mt_replay *rp, int rc)
+static int replay_done(struct mt_replay *rp, int rc, int warn)
 {
     if (rc == MEMTRACE_ENOMEM && memtrace_reader_error(rp->r)->code == 0) {
         cli_error("out of memory while replaying %s", rp->path);
@@ -71,11 +71,22 @@ int cli_replay_done_cli(struct mt_replay *rp, int rc)
     }
     if (rc < 0)
         return cli_read_failed(rp->r, rp->path);
-    cli_warn_if_truncated(rp->r, rp->path, rp->events);
+    if (warn)
+        cli_warn_if_truncated(rp->r, rp->path, rp->events);
     return cli_window_missed(rp->path, rp->filter.from, mt_replay_window_missed(rp),
                              rp->window_done)
                ? CLI_EXIT_FAIL
                : CLI_EXIT_OK;
+}
+
+int cli_replay_done_cli(struct mt_replay *rp, int rc)
+{
+    return replay_done(rp, rc, 1);
+}
+
+int cli_replay_done_again(struct mt_replay *rp, int rc)
+{
+    return replay_done(rp, rc, 0);
 }
 
 int cli_window_missed(const char *path, struct mt_point from, int missed, int closed)

@@ -51,6 +51,14 @@ int cli_cmd_merge(int argc, char **argv)
         cli_error("%s", err.text);
         return CLI_EXIT_FAIL;
     }
+    if (st.truncated == 1)
+        cli_error("warning: %s is truncated (no end record): merged its events before the cut "
+                  "(merged_from in the metadata says so too)",
+                  st.truncated_path);
+    else if (st.truncated > 1)
+        cli_error("warning: %zu inputs are truncated (no end record), the first %s: merged "
+                  "their events before each cut (merged_from in the metadata names them)",
+                  st.truncated, st.truncated_path);
     printf("%d files, %llu events -> %s (devices %s, times %s)\n", npos,
            (unsigned long long)st.events, output, st.renumbered ? "renumbered" : "kept",
            st.aligned ? "on the wall clock" : "as recorded");

@@ -80,10 +80,13 @@ static int sorted(const struct mt_addrtab *t, const struct mt_live ***out, size_
 }
 
 /* Finds the event index the map is shown at: a first pass over the file. Returns an
- * CLI_EXIT_* status; *none is set when the point is not in the file. */
-static int find_point(const char *path, const struct mt_filter *f, uint64_t *index, int *none)
+ * CLI_EXIT_* status; *none is set when the point is not in the file, *said when this
+ * pass read to the end and warned of a truncated file. */
+static int find_point(const char *path, const struct mt_filter *f, uint64_t *index, int *none,
+                      int *said)
 {
     *none = 0;
+    *said = 0;
     if (at.kind == MT_POINT_EVENT) {
         *index = at.value;
         return CLI_EXIT_OK;
@@ -110,6 +113,7 @@ static int find_point(const char *path, const struct mt_filter *f, uint64_t *ind
         }
     }
     int status = rc == 1 ? CLI_EXIT_OK : cli_replay_done_cli(rp, rc);
+    *said = rc != 1 && mt_replay_truncated(rp);
     if (status == CLI_EXIT_OK && at.kind == MT_POINT_NONE) {
         found = 1;
         /* No segment ever: show the end. */
@@ -417,8 +421,8 @@ int cli_cmd_segments(int argc, char **argv)
         return rc;
     const char *path = pos[0];
     uint64_t index = UINT64_MAX;
-    int none;
-    int status = find_point(path, &f, &index, &none);
+    int none, said;
+    int status = find_point(path, &f, &index, &none, &said);
     if (status != CLI_EXIT_OK)
         return status;
     if (none) {
@@ -433,7 +437,9 @@ int cli_cmd_segments(int argc, char **argv)
     if (!rp)
         return CLI_EXIT_FAIL;
     rc = mt_replay_to(rp, index);
-    status = rc == 1 ? CLI_EXIT_OK : cli_replay_done_cli(rp, rc);
+    status = rc == 1 ? CLI_EXIT_OK
+             : said  ? cli_replay_done_again(rp, rc) /* (the truncation was said) */
+                     : cli_replay_done_cli(rp, rc);
     if (status == CLI_EXIT_OK)
         status = show(path, rp);
     mt_replay_close(rp);

@@ -92,7 +92,7 @@ static void read_merged(const char *path, struct merged *m)
 
 int main(void)
 {
-    plan(19);
+    plan(23);
     cli_scratch();
     const char *r0 = cli_path("rank0.memtrace"), *r1 = cli_path("rank1.memtrace");
     const char *out = cli_path("merged.memtrace");
@@ -142,6 +142,39 @@ int main(void)
     cli_free(&r);
     read_merged(out, &m);
     ok(m.n == 5 && m.dev[1] == 1 && m.dev[0] == 0, "device numbers as recorded");
+    json_decref(m.meta);
+
+    /* an input cut short (its end record lost): merged up to the cut, and said so */
+    char cut[512];
+    snprintf(cut, sizeof cut, "%s", cli_path("cut.memtrace"));
+    FILE *in = fopen(r0, "rb"), *o = fopen(cut, "wb");
+    if (!in || !o || fseek(in, 0, SEEK_END) != 0)
+        bail_out("cannot copy rank 0's file");
+    long len = ftell(in);
+    rewind(in);
+    for (long k = 0; k + 1 < len; k++)
+        putc(getc(in), o);
+    fclose(in);
+    if (fclose(o) != 0)
+        bail_out("cannot copy rank 0's file");
+    const char *with_cut[] = {"merge", "-o", out, "--force", r1, cut, NULL};
+    r = cli_run(with_cut);
+    is_int(0, r.status, "a truncated input: merge exits 0");
+    ok(cli_lines(r.err) == 1 && strstr(r.err, "warning: ") && strstr(r.err, cut) &&
+           strstr(r.err, "is truncated (no end record)"),
+       "with one warning naming it: %s", r.err);
+    cli_free(&r);
+    read_merged(out, &m);
+    is_int(5, m.n, "its events before the cut merged");
+    json_t *from = json_object_get(m.meta, "merged_from");
+    int marked = 0;
+    for (size_t k = 0; k < json_array_size(from); k++) {
+        json_t *e = json_array_get(from, k);
+        const char *path = json_string_value(json_object_get(e, "path"));
+        marked += path && strcmp(path, cut) == 0 && json_is_true(json_object_get(e, "truncated"));
+        marked -= path && strcmp(path, r1) == 0 && json_object_get(e, "truncated") != NULL;
+    }
+    is_int(1, marked, "merged_from marks the truncated input, and only it");
     json_decref(m.meta);
 
     const char *bad[] = {"merge", "-o", out, cli_path("missing.memtrace"), NULL};

@@ -324,6 +324,27 @@ int main(void)
     o = cli_run((const char *const[]){"segments", cli_path("absent"), NULL});
     is_int(1, o.status, "a missing file: status 1");
     cli_free(&o);
+
+    /* A truncated file is read twice (the point, then the map): one warning, not two,
+     * also when both passes read to the cut (a file with no segment: shown at its end). */
+    char cut[512];
+    snprintf(cut, sizeof cut, "%s", cli_path("cut.memtrace"));
+    struct memtrace_event ev = {.action = MEMTRACE_ALLOC, .time_ns = 10, .addr = 4096, .size = 64};
+    struct mt_writer *w;
+    if (mt_writer_open(&w, cut, MT_WRITER_OVERWRITE) != 0 || mt_writer_events(w, &ev, 1) != 0 ||
+        mt_writer_end(w, "{}") != 0)
+        bail_out("cannot write the file to cut");
+    struct stat sb;
+    if (stat(cut, &sb) != 0 || truncate(cut, sb.st_size - 1) != 0)
+        bail_out("cannot cut the file");
+    static const char *const ats[] = {NULL, "#999"};
+    for (int k = 0; k < 2; k++) {
+        o = cli_run((const char *const[]){"segments", cut, ats[k] ? "--at" : NULL, ats[k], NULL});
+        is_int(0, o.status, "a truncated file, %s: status 0", ats[k] ? "--at #999" : "its end");
+        ok(cli_lines(o.err) == 1 && strstr(o.err, "is truncated") != NULL,
+           "one warning on stderr: %s", o.err);
+        cli_free(&o);
+    }
     done_testing();
     return exit_status();
 }
