@@ -52,9 +52,10 @@ int cli_cmd_import(int argc, char **argv)
         cli_error("%s", err.text);
         return CLI_EXIT_FAIL;
     }
-    printf("%s: %llu events from %llu device traces, %llu segments, %llu blocks -> %s\n", pos[0],
+    printf("%s: %llu events from %llu device trace%s, %llu segments, %llu blocks -> %s\n", pos[0],
            (unsigned long long)st.events, (unsigned long long)st.devices,
-           (unsigned long long)st.segments, (unsigned long long)st.blocks, output);
+           st.devices == 1 ? "" : "s", (unsigned long long)st.segments,
+           (unsigned long long)st.blocks, output);
     if (st.before_segments)
         printf("%s: %llu segments and %llu blocks were live before the trace's first entry: "
                "they are the state before its first event\n",
