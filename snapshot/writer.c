@@ -675,23 +675,22 @@ int mt_writer_state(struct mt_writer *w, uint64_t time_ns, const struct memtrace
     return write_chunk(w, MT_CHUNK_STATE, (size_t)(p - w->raw), 0, 0);
 }
 
-/* Puts an atomic writer's finished temporary file at its path; 0 or -errno. */
-static int rename_into_place(struct mt_writer *w)
+int mt_rename_into_place(const char *tmp, const char *path, int overwrite)
 {
     struct stat sb;
-    if (w->flags & MT_WRITER_OVERWRITE) {
-        if (lstat(w->path, &sb) == 0 && S_ISLNK(sb.st_mode))
+    if (overwrite) {
+        if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
             return -ELOOP;
-        return rename(w->tmp, w->path) == 0 ? 0 : -errno;
+        return rename(tmp, path) == 0 ? 0 : -errno;
     }
-    if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->path, RENAME_NOREPLACE) == 0)
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
         return 0;
     if (errno != EINVAL && errno != ENOSYS)
         return -errno;
     /* A file system without RENAME_NOREPLACE: link() does not replace either. */
-    if (link(w->tmp, w->path) != 0)
+    if (link(tmp, path) != 0)
         return -errno;
-    unlink(w->tmp);
+    unlink(tmp);
     return 0;
 }
 
@@ -709,7 +708,7 @@ int mt_writer_end(struct mt_writer *w, const char *json)
     }
     w->fd = -1;
     if (rc == 0 && w->tmp != NULL) {
-        int r = rename_into_place(w);
+        int r = mt_rename_into_place(w->tmp, w->path, (w->flags & MT_WRITER_OVERWRITE) != 0);
         if (r == 0) {
             free(w->tmp);
             w->tmp = NULL; /* nothing left to remove */

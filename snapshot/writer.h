@@ -96,6 +96,10 @@ uint64_t mt_writer_bytes(const struct mt_writer *w);
  * anything else can change errno), else memtrace_strerror(rc). */
 const char *mt_writer_strerror(int rc);
 
+/* Puts a finished temporary file tmp at path, replacing a file there only with
+ * overwrite, never through a symbolic link: 0 or -errno (-EEXIST: a file is there). */
+int mt_rename_into_place(const char *tmp, const char *path, int overwrite);
+
 /* Removes what a failed writer left at path, if it is a regular file: never a device
  * or a pipe that the output was pointed at (a stream to /dev/full, export -o). */
 void mt_remove_output(const char *path);

@@ -239,11 +239,25 @@ typedef int (*cli_file_fn)(const char *path, struct cli_file_part *part);
 void cli_file_part_fill(struct cli_file_part *part, const struct mt_replay *rp);
 int cli_run_files(char **paths, int n, int json, const char *what, cli_file_fn fn);
 
-/* Creates path for a command's output as the recorder creates its files: mode 0600,
- * never through a symbolic link, and an existing file refused unless force (then
- * replaced), but never one of the command's ninputs input files, which force would
- * have emptied before they were read. NULL with one line reported. */
-FILE *cli_create_output(const char *path, int force, char *const *inputs, int ninputs);
+/* A command's output file (-o), written as the recorder writes its dumps: mode 0600,
+ * never through a symbolic link, an existing file kept unless force, never one of the
+ * command's inputs. A regular file (new, or replaced with force) is written beside
+ * path (path.tmp-XXXXXX) and appears at path, whole, only when the command succeeds,
+ * so a failure leaves what was there; anything else at path (a device, a pipe) is
+ * written in place. */
+struct cli_output {
+    FILE *f;
+    const char *path;
+    char *tmp; /* NULL: written in place */
+    int force;
+};
+
+/* Opens o->f for the output at path: 0, or -1 with one line reported. */
+int cli_output_open(struct cli_output *o, const char *path, int force, char *const *inputs,
+                    int ninputs);
+/* Closes it: with ok, puts it at its path (0, or -1 with one line reported when a
+ * write, the close or the rename failed); without, drops it (-1). */
+int cli_output_close(struct cli_output *o, int ok);
 
 /* Before a library call creates path with those rules (which still guard it): 0, or
  * -1 having said that path exists (and --force would replace it) or is a link. */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 
 #include "cli.h"
 #include "replay.h"
+#include "writer.h"
 
 struct memtrace_reader *cli_open(const char *path)
 {
@@ -164,27 +166,72 @@ int cli_output_allowed(const char *path, int force)
     return 0;
 }
 
-FILE *cli_create_output(const char *path, int force, char *const *inputs, int ninputs)
+int cli_output_open(struct cli_output *o, const char *path, int force, char *const *inputs,
+                    int ninputs)
 {
+    memset(o, 0, sizeof(*o));
+    o->path = path;
+    o->force = force;
     struct stat so, si;
-    if (force && stat(path, &so) == 0 && S_ISREG(so.st_mode))
-        for (int k = 0; k < ninputs; k++)
-            if (stat(inputs[k], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
-                cli_error("%s is also an input (%s): not replaced", path, inputs[k]);
-                return NULL;
-            }
-    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
-    int fd = open(path, flags, 0600);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (f)
-        return f;
-    if (errno == EEXIST)
-        cli_error("%s exists: not replaced (--force replaces it)", path);
-    else if (errno == ELOOP)
+    int exists = lstat(path, &so) == 0;
+    if (exists && S_ISLNK(so.st_mode)) {
         cli_error("%s is a symbolic link: not followed", path);
-    else
-        cli_error("cannot create %s: %s", path, strerror(errno));
-    if (fd >= 0)
+        return -1;
+    }
+    if (exists && !force) {
+        cli_error("%s exists: not replaced (--force replaces it)", path);
+        return -1;
+    }
+    for (int k = 0; exists && k < ninputs; k++)
+        if (stat(inputs[k], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+            cli_error("%s is also an input (%s): not replaced", path, inputs[k]);
+            return -1;
+        }
+    int fd;
+    if (exists && !S_ISREG(so.st_mode)) {
+        fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    } else {
+        size_t len = strlen(path);
+        if (!(o->tmp = malloc(len + sizeof ".tmp-XXXXXX"))) {
+            cli_error("out of memory");
+            return -1;
+        }
+        memcpy(o->tmp, path, len);
+        memcpy(o->tmp + len, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
+        fd = mkostemp(o->tmp, O_CLOEXEC); /* mode 0600 */
+    }
+    if (fd >= 0 && (o->f = fdopen(fd, "wb")) != NULL)
+        return 0;
+    cli_error("cannot create %s: %s", path, strerror(errno));
+    if (fd >= 0) {
         close(fd);
-    return NULL;
+        if (o->tmp)
+            unlink(o->tmp);
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+    return -1;
+}
+
+int cli_output_close(struct cli_output *o, int ok)
+{
+    /* (a failed write sets the stream's error, which fclose need not report) */
+    if ((ferror(o->f) | (fclose(o->f) != 0)) && ok) {
+        cli_error("cannot write %s: %s", o->path, strerror(errno));
+        ok = 0;
+    }
+    o->f = NULL;
+    if (o->tmp) {
+        int r = ok ? mt_rename_into_place(o->tmp, o->path, o->force) : 0;
+        if (r == -EEXIST)
+            cli_error("%s exists: not replaced (--force replaces it)", o->path);
+        else if (r)
+            cli_error("cannot put the output at %s: %s", o->path, strerror(-r));
+        if (r || !ok)
+            unlink(o->tmp);
+        ok &= r == 0;
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+    return ok ? 0 : -1;
 }

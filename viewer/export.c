@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "writer.h"
 #include "export.h"
 
 static const char *format;
@@ -84,26 +83,26 @@ int cli_cmd_export(int argc, char **argv)
                                "a PyTorch snapshot is exported whole: the filters and "
                                "--from/--to apply to perfetto, speedscope, folded and csv");
     FILE *out = stdout;
+    struct cli_output co;
     int to_file = output && strcmp(output, "-") != 0;
-    if (to_file && !(out = cli_create_output(output, force, pos, 1)))
-        return CLI_EXIT_FAIL;
+    if (to_file) {
+        if (cli_output_open(&co, output, force, pos, 1) != 0)
+            return CLI_EXIT_FAIL;
+        out = co.f;
+    }
     struct mt_export_stats st;
     struct memtrace_errinfo err;
     rc = mt_export(pos[0], fmt, cli_all_frames ? MT_EXPORT_ALL_FRAMES : 0, filtered ? &f : NULL,
                    out, &st, &err);
-    if (to_file && fclose(out) != 0 && rc == 0) {
-        err.code = rc = MEMTRACE_EIO;
-        snprintf(err.text, sizeof(err.text), "cannot write %s: %s", output, strerror(errno));
-    }
     if (rc == 0 && cli_window_missed(pos[0], f.from, st.window_missed, st.window_closed))
         rc = MEMTRACE_EINVAL; /* said; what was written is an empty window */
     else if (rc != 0)
         cli_error("%s", err.text);
-    if (rc != 0) {
-        if (to_file)
-            mt_remove_output(output);
+    /* a failed export leaves no output, and what -o named as it was */
+    if (to_file && cli_output_close(&co, rc == 0) != 0)
+        rc = rc ? rc : MEMTRACE_EIO;
+    if (rc != 0)
         return CLI_EXIT_FAIL;
-    }
     if (st.truncated)
         cli_error("warning: %s is truncated; exported the %llu events before the cut", pos[0],
                   (unsigned long long)st.events);

@@ -509,6 +509,7 @@ int cli_cmd_flamegraph(int argc, char **argv)
     struct cli_rank rk = {0};
     struct tree t = {0};
     FILE *out = NULL;
+    struct cli_output co = {0};
     int nomem = 0;
     if (status != CLI_EXIT_OK)
         goto out;
@@ -534,10 +535,14 @@ int cli_cmd_flamegraph(int argc, char **argv)
         nomem = 1;
         goto out;
     }
-    out = out_path ? cli_create_output(out_path, force, pos, 1) : stdout;
-    if (!out) {
-        status = CLI_EXIT_FAIL;
-        goto out;
+    out = stdout;
+    if (out_path) {
+        if (cli_output_open(&co, out_path, force, pos, 1) != 0) {
+            out = NULL;
+            status = CLI_EXIT_FAIL;
+            goto out;
+        }
+        out = co.f;
     }
     if (svg) {
         if (write_svg(out, &t, path, cost) != 0) {
@@ -547,20 +552,21 @@ int cli_cmd_flamegraph(int argc, char **argv)
     } else {
         write_folded(out, &rk, rp->r, cost);
     }
-    int failed = ferror(out);
-    failed |= out_path ? fclose(out) : fflush(out);
-    out = NULL;
-    if (failed) {
+    int failed = ferror(out) || (!out_path && fflush(out) != 0);
+    if (failed)
         cli_error("cannot write %s: %s", out_path ? out_path : "the output", strerror(errno));
+    if (out_path && cli_output_close(&co, !failed) != 0)
+        failed = 1;
+    out = NULL;
+    if (failed)
         status = CLI_EXIT_FAIL;
-    }
 out:
     if (nomem) {
         cli_error("out of memory while drawing the stacks of %s", path);
         status = CLI_EXIT_FAIL;
     }
-    if (out && out != stdout)
-        fclose(out);
+    if (co.f)
+        cli_output_close(&co, 0); /* (the output of a command that failed: dropped) */
     tree_free(&t);
     cli_rank_free(&rk);
     mt_replay_close(rp);

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "writer.h"
 #include "web.h"
 
 static const char *output;
@@ -235,15 +234,15 @@ int cli_cmd_html(int argc, char **argv)
     if (cli_web_dir(dir, sizeof dir) != 0 || cli_web_check_files(pos, npos) != 0)
         return CLI_EXIT_FAIL;
     FILE *out = stdout;
+    struct cli_output co;
     int to_file = output && strcmp(output, "-") != 0;
-    if (to_file && !(out = cli_create_output(output, force, pos, npos)))
-        return CLI_EXIT_FAIL;
-    rc = write_page(dir, pos, npos, out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-    if (to_file && fclose(out) != 0 && rc == CLI_EXIT_OK) {
-        cli_error("cannot write %s: %s", output, strerror(errno));
-        rc = CLI_EXIT_FAIL;
+    if (to_file) {
+        if (cli_output_open(&co, output, force, pos, npos) != 0)
+            return CLI_EXIT_FAIL;
+        out = co.f;
     }
-    if (to_file && rc != CLI_EXIT_OK)
-        mt_remove_output(output);
+    rc = write_page(dir, pos, npos, out) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    if (to_file && cli_output_close(&co, rc == CLI_EXIT_OK) != 0)
+        rc = CLI_EXIT_FAIL;
     return rc;
 }

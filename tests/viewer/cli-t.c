@@ -456,8 +456,12 @@ static void check_failed_output(void)
     if (fclose(f) != 0)
         bail_out("cannot write the JSON snapshot");
 
-    const char *const cases[][8] = {{"merge", "-o", keep, "--force", src, NULL},
-                                    {"import", json, "-o", keep, "--force", NULL}};
+    const char *const cases[][8] = {
+        {"merge", "-o", keep, "--force", src, NULL},
+        {"import", json, "-o", keep, "--force", NULL},
+        {"export", "--format", "csv", "-o", keep, "--force", src, NULL},
+        {"export", "--format", "perfetto", "-o", keep, "--force", src, NULL},
+    };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         f = fopen(keep, "w");
         if (!f || fputs("the old file\n", f) < 0 || fclose(f) != 0)
