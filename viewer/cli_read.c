@@ -216,7 +216,9 @@ int cli_output_open(struct cli_output *o, const char *path, int force, char *con
 int cli_output_close(struct cli_output *o, int ok)
 {
     /* (a failed write sets the stream's error, which fclose need not report) */
-    if ((ferror(o->f) | (fclose(o->f) != 0)) && ok) {
+    int failed = ferror(o->f);
+    failed |= fclose(o->f) != 0;
+    if (failed && ok) {
         cli_error("cannot write %s: %s", o->path, strerror(errno));
         ok = 0;
     }
